@@ -1,0 +1,106 @@
+// GGML quantized block layouts, byte-exact with ggml-common.h / the gguf
+// Python package (gguf/quants.py). One struct per block; a row of n elements
+// of a quantized type is n / kBlockElems consecutive blocks with no padding.
+// Scales are stored as IEEE half (uint16_t bits; convert with core/half.h).
+//
+// Shared by dequantization (backend/cpu/dequantize.*) and the quantized
+// GEMV/GEMM kernels, so the layout lives in exactly one place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace llm {
+
+constexpr size_t kQK4_0 = 32;  // elements per Q4_0 block
+constexpr size_t kQK4_1 = 32;
+constexpr size_t kQK8_0 = 32;
+constexpr size_t kQK8_1 = 32;
+constexpr size_t kQK_K = 256;         // elements per K-quant super-block
+constexpr size_t kKScaleSize = 12;    // packed 6-bit scales/mins of Q4_K/Q5_K
+
+// Q4_0: x[i] = d * ((nibble) - 8). Element j < 16 is the low nibble of
+// qs[j], element j + 16 the high nibble of qs[j].
+struct BlockQ4_0 {
+  uint16_t d;                // f16 scale
+  uint8_t qs[kQK4_0 / 2];    // 4-bit quants
+};
+static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes");
+
+// Q4_1: x[i] = d * nibble + m, same nibble order as Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;                // f16 scale
+  uint16_t m;                // f16 min
+  uint8_t qs[kQK4_1 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes");
+
+// Q8_0: x[i] = d * qs[i].
+struct BlockQ8_0 {
+  uint16_t d;                // f16 scale
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
+
+// Q8_1: x[i] = d * qs[i]; s = d * sum(qs) (used for activations against Q4_1).
+struct BlockQ8_1 {
+  uint16_t d;                // f16 scale
+  uint16_t s;                // f16 d * sum(qs)
+  int8_t qs[kQK8_1];
+};
+static_assert(sizeof(BlockQ8_1) == 36, "Q8_1 block must be 36 bytes");
+
+// Q4_K: 256 elements in 8 sub-blocks of 32. Sub-block s has a 6-bit scale
+// sc[s] and 6-bit min m[s] packed in `scales` (see GetScaleMinK4).
+// For the 64-element chunk c (0..3): elements c*64 + l (l < 32) are the low
+// nibbles of qs[c*32 + l] with sub-block 2c; elements c*64 + 32 + l are the high
+// nibbles with sub-block 2c+1. x = d*sc*q - dmin*m.
+struct BlockQ4_K {
+  uint16_t d;                    // f16 super-block scale for the scales
+  uint16_t dmin;                 // f16 super-block scale for the mins
+  uint8_t scales[kKScaleSize];   // 8 scales + 8 mins, 6 bits each
+  uint8_t qs[kQK_K / 2];         // 4-bit quants
+};
+static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes");
+
+// Q6_K: 256 elements in 16 sub-blocks of 16, each with an int8 scale.
+// For half h (0..1, 128 elements each) and l < 32, with ql = ql + 64h,
+// qh = qh + 32h, sc = scales + 8h, y = out + 128h:
+//   q1 = (ql[l]      & 0xF) | ((qh[l] >> 0 & 3) << 4) - 32  -> y[l]      scale sc[l/16]
+//   q2 = (ql[l + 32] & 0xF) | ((qh[l] >> 2 & 3) << 4) - 32  -> y[l + 32] scale sc[l/16 + 2]
+//   q3 = (ql[l]      >> 4)  | ((qh[l] >> 4 & 3) << 4) - 32  -> y[l + 64] scale sc[l/16 + 4]
+//   q4 = (ql[l + 32] >> 4)  | ((qh[l] >> 6 & 3) << 4) - 32  -> y[l + 96] scale sc[l/16 + 6]
+// x = d * sc * q.
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];     // low 4 bits
+  uint8_t qh[kQK_K / 4];     // high 2 bits
+  int8_t scales[kQK_K / 16]; // 8-bit sub-block scales
+  uint16_t d;                // f16 super-block scale
+};
+static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
+
+// Q8_K: activation format for K-quant dot products. d is a float (not f16);
+// bsums[g] = sum of qs[16g .. 16g+15].
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+static_assert(sizeof(BlockQ8_K) == 292, "Q8_K block must be 292 bytes");
+
+// Unpack the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block
+// (ggml's get_scale_min_k4). Bytes 0-3: low 6 bits of scales 0-3; bytes 4-7:
+// low 6 bits of mins 0-3; bytes 8-11: low nibble = low 4 bits of scale 4-7,
+// high nibble = low 4 bits of min 4-7; their top 2 bits sit in the top 2 bits
+// of bytes 0-3 (scales) and 4-7 (mins).
+inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace llm
