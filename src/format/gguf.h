@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
 
@@ -95,6 +96,10 @@ class GgufFile {
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensor> tensors_;
+  // Name -> index into kv_ / tensors_. The views point into the parsed buffer
+  // (keys and names are stored there), so they stay valid as long as data_.
+  absl::flat_hash_map<std::string_view, size_t> kv_index_;
+  absl::flat_hash_map<std::string_view, size_t> tensor_index_;
   friend class GgufParser;
 };
 
