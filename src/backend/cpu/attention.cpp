@@ -1,0 +1,116 @@
+#include "backend/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <new>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace llm {
+namespace {
+
+// Element i of a K/V row as f32.
+inline float KvAt(const void* base, bool f16, size_t i) {
+  return f16 ? F16ToF32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+
+// f32 dot with 8 interleaved partial sums, combined pairwise, tail in order.
+float DotQK(const float* q, const void* k, bool f16, size_t off, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (f16) {
+    const uint16_t* kh = static_cast<const uint16_t*>(k) + off;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * F16ToF32(kh[i + j]);
+  } else {
+    const float* kf = static_cast<const float*>(k) + off;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * kf[i + j];
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += q[i] * KvAt(k, f16, off + static_cast<size_t>(i));
+  return sum;
+}
+
+// One (query t, head h): scores [n_kv] and acc [head_dim] are scratch.
+void AttendOne(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+               float* scores, float* acc, float* out) {
+  const int64_t hd = kv.head_dim;
+  float mx = -INFINITY;
+  for (int64_t p = 0; p < n_kv; ++p) {
+    const size_t off = static_cast<size_t>(p) * kv.row_stride + static_cast<size_t>(g * hd);
+    scores[p] = DotQK(qh, kv.k, kv.f16, off, hd) * scale;
+    mx = std::max(mx, scores[p]);
+  }
+  double sum = 0.0;
+  for (int64_t p = 0; p < n_kv; ++p) {
+    scores[p] = std::exp(scores[p] - mx);
+    sum += scores[p];
+  }
+  std::fill(acc, acc + hd, 0.0f);
+  for (int64_t p = 0; p < n_kv; ++p) {
+    const size_t off = static_cast<size_t>(p) * kv.row_stride + static_cast<size_t>(g * hd);
+    const float wp = scores[p];
+    if (kv.f16) {
+      const uint16_t* vh = static_cast<const uint16_t*>(kv.v) + off;
+      for (int64_t d = 0; d < hd; ++d) acc[d] += wp * F16ToF32(vh[d]);
+    } else {
+      const float* vf = static_cast<const float*>(kv.v) + off;
+      for (int64_t d = 0; d < hd; ++d) acc[d] += wp * vf[d];
+    }
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+}
+
+}  // namespace
+
+absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
+                       float* out, ThreadPool* pool) {
+  if (n_q < 0 || n_head <= 0 || pos0 < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
+      n_head % kv.n_head_kv != 0 ||
+      kv.row_stride < static_cast<size_t>(kv.n_head_kv * kv.head_dim)) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "Attention: bad shape n_q=%d n_head=%d n_head_kv=%d head_dim=%d pos0=%d "
+                  "row_stride=%d",
+                  n_q, n_head, kv.n_head_kv, kv.head_dim, pos0, kv.row_stride);
+  }
+  if (n_q == 0) return absl::OkStatus();
+  if (q == nullptr || out == nullptr || kv.k == nullptr || kv.v == nullptr) {
+    return Error(LLM_ERR_INVALID_ARGUMENT, "Attention: null pointer");
+  }
+  const int64_t hd = kv.head_dim;
+  const int64_t group = n_head / kv.n_head_kv;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int64_t n_tasks = n_q * n_head;
+  auto run = [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(pos0 + n_q));
+    std::vector<float> acc(static_cast<size_t>(hd));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / n_head, h = task % n_head;
+      const float* qh = q + (t * n_head + h) * hd;
+      AttendOne(qh, pos0 + t + 1, h / group, kv, scale, scores.data(), acc.data(),
+                out + (t * n_head + h) * hd);
+    }
+  };
+  try {
+    if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
+      pool->ParallelFor(n_tasks, run);
+    } else {
+      run(0, n_tasks);
+    }
+  } catch (const std::bad_alloc&) {
+    return Error(LLM_ERR_OUT_OF_MEMORY, "Attention: out of memory");
+  } catch (const std::exception& e) {
+    return Errorf(LLM_ERR_INTERNAL, "Attention: %s", e.what());
+  } catch (...) {
+    return Error(LLM_ERR_INTERNAL, "Attention: unknown exception");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llm

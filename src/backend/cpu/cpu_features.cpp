@@ -1,0 +1,100 @@
+#include "backend/cpu/cpu_features.h"
+
+#include <atomic>
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define LLM_X86 1
+#endif
+
+namespace llm {
+namespace {
+
+struct Features {
+  SimdLevel level = SimdLevel::kScalar;
+  bool avx512_bf16 = false;
+};
+
+#ifdef LLM_X86
+uint64_t XGetBv0() {
+  uint32_t eax, edx;
+  // xgetbv with ecx = 0 (XCR0); encoded as bytes so no -mxsave is needed.
+  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+#endif
+
+Features Detect() {
+  Features f;
+#ifdef LLM_X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  const bool fma = c & (1u << 12);
+  const bool f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = XGetBv0();
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;          // + opmask, ZMM_Hi256, Hi16_ZMM
+  if (!os_ymm) return f;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5);
+  const bool avx512f = b & (1u << 16);
+  const bool avx512dq = b & (1u << 17);
+  const bool avx512bw = b & (1u << 30);
+  const bool avx512vl = b & (1u << 31);
+  const bool avx512vnni = c & (1u << 11);
+  if (avx2 && fma && f16c) f.level = SimdLevel::kAvx2;
+  if (f.level == SimdLevel::kAvx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl &&
+      avx512vnni) {
+    f.level = SimdLevel::kAvx512;
+    unsigned a1, b1, c1, d1;
+    __cpuid_count(7, 1, a1, b1, c1, d1);
+    f.avx512_bf16 = a1 & (1u << 5);
+  }
+#endif
+  return f;
+}
+
+const Features& Cached() {
+  static const Features f = Detect();
+  return f;
+}
+
+// -1: auto; else a SimdLevel value.
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+SimdLevel DetectSimdLevel() { return Cached().level; }
+
+bool CpuHasAvx512Bf16() { return Cached().level == SimdLevel::kAvx512 && Cached().avx512_bf16; }
+
+SimdLevel ActiveSimdLevel() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  return o < 0 ? DetectSimdLevel() : static_cast<SimdLevel>(o);
+}
+
+void SetSimdLevelForTesting(std::optional<SimdLevel> level) {
+  if (!level) {
+    g_override.store(-1, std::memory_order_relaxed);
+    return;
+  }
+  const SimdLevel best = DetectSimdLevel();
+  const SimdLevel clamped = static_cast<int>(*level) > static_cast<int>(best) ? best : *level;
+  g_override.store(static_cast<int>(clamped), std::memory_order_relaxed);
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar: return "scalar";
+    case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+}  // namespace llm

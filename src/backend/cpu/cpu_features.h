@@ -1,0 +1,35 @@
+// Run-time choice of the SIMD kernels: what this CPU (and OS) supports, and
+// which level the kernels use now. The library is never built with
+// -march=native; *_avx2.cpp / *_avx512.cpp are compiled with their own ISA
+// flags and only called when the level below says so.
+#pragma once
+
+#include <optional>
+
+namespace llm {
+
+enum class SimdLevel {
+  kScalar,  // portable C++, same results on every CPU
+  kAvx2,    // AVX2 + FMA + F16C
+  kAvx512,  // AVX-512 F/BW/DQ/VL + VNNI (BF16 reported separately)
+};
+
+// Best level this CPU and OS support (cpuid + xgetbv: the OS must save the
+// YMM / ZMM state). Computed once.
+SimdLevel DetectSimdLevel();
+
+// Whether the CPU has AVX512_BF16 (only meaningful with kAvx512).
+bool CpuHasAvx512Bf16();
+
+// Level the kernels use: DetectSimdLevel() unless overridden for tests.
+SimdLevel ActiveSimdLevel();
+
+// Forces the kernels to `level` (clamped to DetectSimdLevel(), so a test can
+// never run an unsupported path); nullopt restores auto-detection. Not meant
+// to be called while kernels run on other threads.
+void SetSimdLevelForTesting(std::optional<SimdLevel> level);
+
+// "scalar", "avx2", "avx512".
+const char* SimdLevelName(SimdLevel level);
+
+}  // namespace llm

@@ -1,0 +1,32 @@
+// Small per-row CPU ops of the transformer block. Fixed-order scalar code
+// (the compiler may vectorize independent lanes, never reassociate), so results
+// are the same for every batch size and thread count. None allocates or throws.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/attention.h"
+
+namespace llm {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] for one row of n
+// (sum of squares in double, as ggml). out may alias x. n >= 1.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Rotary position embedding of one token, in place. x: [n_heads][head_dim].
+// Only the first rope_dims (even, <= head_dim; else clamped) dims of each head
+// rotate, by theta_i = pos * freq_base^(-2i / rope_dims), i < rope_dims/2:
+//   normal (llama) mode: pairs (x[2i], x[2i+1]);
+//   neox mode:           pairs (x[i], x[i + rope_dims/2]).
+// Angles and their cos/sin are computed in double.
+void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
+                 float freq_base, bool neox);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias
+// gate or up.
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax of one row of n >= 1 (max-subtracted, sum in double).
+void Softmax(float* x, int64_t n);
+
+}  // namespace llm

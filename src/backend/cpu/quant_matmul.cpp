@@ -1,0 +1,161 @@
+// QuantMatMul: argument checks, per-row activation quantization (shared by all
+// SIMD levels so they see identical inputs), kernel dispatch and threading.
+#include "backend/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <new>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/quant_matmul_kernels.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace llm {
+namespace {
+
+// Output rows per ParallelFor unit: whole rows only, so the split never
+// changes a result; big enough to amortize the dispatch.
+constexpr int64_t kRowsPerTask = 16;
+// Below this many multiply-adds the pool costs more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+qmm::Kernel PickKernel(DType t) {
+  const SimdLevel level = ActiveSimdLevel();
+  qmm::Kernel k = nullptr;
+  if (level == SimdLevel::kAvx512) k = qmm::Avx512Kernel(t);
+  if (k == nullptr && level != SimdLevel::kScalar) k = qmm::Avx2Kernel(t);
+  if (k == nullptr) k = qmm::ScalarKernel(t);
+  return k;
+}
+
+// Quantizes one row of n (multiple of 32) floats to 8 bits per 32-block:
+// d = max|x| / 127, q = round(x / d) (as ggml's quantize_row_q8_0/q8_1, with
+// d kept in f32), s = d * sum(q). A block holding inf/NaN gets d = NaN so the
+// outputs it feeds become NaN instead of silently finite.
+void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* d, float* s) {
+  for (int64_t b = 0; b < n / qmm::kActBlock; ++b) {
+    const float* xb = x + b * qmm::kActBlock;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < qmm::kActBlock; ++j) {
+      if (!std::isfinite(xb[j])) finite = false;
+      amax = std::max(amax, std::fabs(xb[j]));
+    }
+    int8_t* qb = q + b * qmm::kActBlock;
+    if (!finite) {
+      std::fill(qb, qb + qmm::kActBlock, int8_t{0});
+      d[b] = s[b] = std::nanf("");
+      continue;
+    }
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < qmm::kActBlock; ++j) {
+      // |xb[j] * id| <= 127 up to rounding; the clamp keeps the cast defined.
+      const float v = std::min(127.0f, std::max(-127.0f, std::round(xb[j] * id)));
+      qb[j] = static_cast<int8_t>(v);
+      sum += qb[j];
+    }
+    d[b] = db;
+    s[b] = db * static_cast<float>(sum);
+  }
+}
+
+absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
+                 const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
+                 ThreadPool* pool) {
+  const qmm::Kernel kernel = PickKernel(wtype);
+  if (kernel == nullptr) {
+    return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
+                  static_cast<int>(wtype));
+  }
+  qmm::Acts acts;
+  acts.x = x;
+  acts.x_stride = x_stride;
+  acts.n_rows = n_rows;
+  acts.n_in = n_in;
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+  if (qmm::UsesQuantizedActs(wtype)) {
+    const int64_t nb = n_in / qmm::kActBlock;
+    q.resize(static_cast<size_t>(n_rows * n_in));
+    d.resize(static_cast<size_t>(n_rows * nb));
+    s.resize(static_cast<size_t>(n_rows * nb));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      QuantizeRowQ8(x + r * x_stride, n_in, q.data() + r * n_in, d.data() + r * nb,
+                    s.data() + r * nb);
+    }
+    acts.q = q.data();
+    acts.d = d.data();
+    acts.s = s.data();
+    acts.n_blocks = nb;
+  }
+
+  auto run_rows = [&](int64_t o_begin, int64_t o_end) {
+    std::vector<float> scratch(static_cast<size_t>(n_in));
+    kernel(W, row_bytes, o_begin, o_end, acts, y, y_stride, scratch.data());
+  };
+  const int64_t work = n_out * n_in * n_rows;
+  if (pool != nullptr && pool->size() > 1 && work >= kMinParallelWork) {
+    const int64_t n_tasks = (n_out + kRowsPerTask - 1) / kRowsPerTask;
+    pool->ParallelFor(n_tasks, [&](int64_t t_begin, int64_t t_end) {
+      run_rows(t_begin * kRowsPerTask, std::min(n_out, t_end * kRowsPerTask));
+    });
+  } else {
+    run_rows(0, n_out);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
+                         const float* x, size_t x_stride, int64_t n_rows, float* y,
+                         size_t y_stride, ThreadPool* pool) {
+  if (n_out < 0 || n_in <= 0 || n_rows < 0) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad shape n_out=%d n_in=%d n_rows=%d",
+                  n_out, n_in, n_rows);
+  }
+  if (n_out == 0 || n_rows == 0) return absl::OkStatus();
+  if (W == nullptr || x == nullptr || y == nullptr) {
+    return Error(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: null pointer");
+  }
+  if (qmm::ScalarKernel(wtype) == nullptr) {
+    return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: weight type %d not supported",
+                  static_cast<int>(wtype));
+  }
+  const std::optional<size_t> need = RowBytes(wtype, static_cast<size_t>(n_in));
+  if (!need) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "QuantMatMul: n_in=%d is not a multiple of the block size of type %d", n_in,
+                  static_cast<int>(wtype));
+  }
+  if (row_bytes < *need) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: row_bytes %d < %d needed for n_in=%d",
+                  row_bytes, *need, n_in);
+  }
+  if ((n_rows > 1 && (x_stride < static_cast<size_t>(n_in) || y_stride < static_cast<size_t>(n_out)))) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: x_stride %d / y_stride %d too small",
+                  x_stride, y_stride);
+  }
+  // Scratch sizes are n_rows * n_in: refuse shapes whose product overflows.
+  constexpr int64_t kMaxElems = int64_t{1} << 40;
+  if (n_in > kMaxElems / n_rows || n_out > kMaxElems / n_in) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: shape too large (%d x %d x %d)", n_rows,
+                  n_out, n_in);
+  }
+  try {
+    return Run(wtype, W, row_bytes, n_out, n_in, x, x_stride, n_rows, y, y_stride, pool);
+  } catch (const std::bad_alloc&) {
+    return Error(LLM_ERR_OUT_OF_MEMORY, "QuantMatMul: out of memory");
+  } catch (const std::exception& e) {
+    return Errorf(LLM_ERR_INTERNAL, "QuantMatMul: %s", e.what());
+  } catch (...) {
+    return Error(LLM_ERR_INTERNAL, "QuantMatMul: unknown exception");
+  }
+}
+
+}  // namespace llm

@@ -1,0 +1,51 @@
+// Private to backend/cpu: the per-ISA kernels behind QuantMatMul
+// (quant_matmul.cpp validates, quantizes activations, dispatches, threads).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace llm {
+namespace qmm {
+
+// Block of activation quantization: 32 elements (the Q4_0/Q4_1/Q8_0 block).
+constexpr int64_t kActBlock = 32;
+
+// Activations as the kernels see them. Always: x (f32) rows. For the 8-bit
+// types additionally the per-row quantized copy (same for every SIMD level):
+//   q    [n_rows][n_in]        int8, q = round(x / d)
+//   d    [n_rows][n_blocks]    f32 scale of each 32-block = max|x| / 127
+//   s    [n_rows][n_blocks]    f32 d * sum(q) of the block (for Q4_1's min)
+struct Acts {
+  const float* x = nullptr;
+  size_t x_stride = 0;
+  int64_t n_rows = 0;
+  int64_t n_in = 0;
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const float* s = nullptr;
+  int64_t n_blocks = 0;
+};
+
+// Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
+// scratch: n_in floats the kernel may use (one per calling thread).
+using Kernel = void (*)(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+                        const Acts& acts, float* y, size_t y_stride, float* scratch);
+
+// Whether the type's kernels want quantized activations (Q4_0, Q4_1, Q8_0).
+bool UsesQuantizedActs(DType t);
+
+// Kernel tables: nullptr where a level has no specialised kernel (the
+// dispatcher then falls back to the next lower level).
+Kernel ScalarKernel(DType t);
+Kernel Avx2Kernel(DType t);
+Kernel Avx512Kernel(DType t);
+
+// Scalar helpers shared by the levels (defined in quant_matmul_scalar.cpp).
+// Dequantizes one weight row of n elements of type t into out (f32).
+void DequantizeRowForDot(DType t, const void* row, int64_t n, float* out);
+
+}  // namespace qmm
+}  // namespace llm

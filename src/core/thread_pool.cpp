@@ -1,0 +1,183 @@
+#include "core/thread_pool.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LLM_CPU_RELAX() _mm_pause()
+#else
+#define LLM_CPU_RELAX() ((void)0)
+#endif
+
+namespace llm {
+namespace {
+
+// Pool whose chunk the current thread is running (nested calls run inline).
+thread_local const ThreadPool* tls_current_pool = nullptr;
+
+// Brief spin before sleeping: decode issues many short ParallelFors back to
+// back, and a futex wake costs more than the work of a small chunk. Kept short
+// because the machine may be shared.
+constexpr int kSpinIterations = 4000;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::RunChunks() {
+  for (;;) {
+    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= n_chunks_) break;
+    // Chunk c of n_chunks_ near-equal contiguous pieces (no c*n overflow).
+    const int64_t base = n_ / n_chunks_, extra = n_ % n_chunks_;
+    const int64_t begin = c * base + std::min(c, extra);
+    const int64_t end = begin + base + (c < extra ? 1 : 0);
+    try {
+      (*fn_)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  tls_current_pool = this;
+  uint64_t seen = 0;
+  for (;;) {
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) {
+      LLM_CPU_RELAX();
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_relaxed);
+    }
+    RunChunks();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (workers_.empty() || n == 1 || tls_current_pool == this) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    n_chunks_ = std::min<int64_t>(n, n_threads_);
+    next_chunk_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  work_cv_.notify_all();
+
+  const ThreadPool* saved = tls_current_pool;
+  tls_current_pool = this;
+  RunChunks();
+  tls_current_pool = saved;
+
+  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
+    LLM_CPU_RELAX();
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    fn_ = nullptr;
+  }
+  if (error_) {
+    std::exception_ptr e = std::exchange(error_, nullptr);
+    std::rethrow_exception(e);
+  }
+}
+
+namespace {
+
+bool ReadInt(const std::string& path, long* out) {
+  std::ifstream f(path);
+  long v;
+  if (!(f >> v)) return false;
+  *out = v;
+  return true;
+}
+
+int CoresFromSysfs() {
+  DIR* dir = opendir("/sys/devices/system/cpu");
+  if (dir == nullptr) return 0;
+  std::set<std::pair<long, long>> cores;  // (package, core)
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.size() < 4 || name.compare(0, 3, "cpu") != 0 ||
+        !std::all_of(name.begin() + 3, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const std::string topo = "/sys/devices/system/cpu/" + name + "/topology/";
+    long core = 0, pkg = 0;
+    if (!ReadInt(topo + "core_id", &core)) continue;  // offline CPUs have no topology
+    if (!ReadInt(topo + "physical_package_id", &pkg)) pkg = 0;
+    cores.emplace(pkg, core);
+  }
+  closedir(dir);
+  return static_cast<int>(cores.size());
+}
+
+int CoresFromCpuinfo() {
+  std::ifstream f("/proc/cpuinfo");
+  if (!f) return 0;
+  std::set<std::pair<long, long>> cores;
+  long phys = 0;
+  std::string line;
+  while (std::getline(f, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const long v = std::strtol(line.c_str() + colon + 1, nullptr, 10);
+    if (line.compare(0, 11, "physical id") == 0) phys = v;
+    if (line.compare(0, 7, "core id") == 0) cores.emplace(phys, v);
+  }
+  return static_cast<int>(cores.size());
+}
+
+}  // namespace
+
+int PhysicalCoreCount() {
+  int n = 0;
+  try {
+    n = CoresFromSysfs();
+    if (n <= 0) n = CoresFromCpuinfo();
+  } catch (...) {
+    n = 0;
+  }
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, n);
+}
+
+}  // namespace llm
