@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the Debian packages libllm needs to build and test (skips those
+# already present). Needs root or sudo on a fresh Debian 12 machine.
+set -euo pipefail
+
+packages=(cmake g++ make pkg-config libdnnl-dev libabsl-dev libgtest-dev libgmock-dev
+          libbenchmark-dev zlib1g-dev python3 python3-pip unzip ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all build dependencies are installed" >&2
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

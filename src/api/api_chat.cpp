@@ -1,0 +1,66 @@
+// llm_chat_format: messages -> prompt text through a recognised or named
+// built-in chat template (tokenizer/chat_template.h).
+#include <string>
+#include <vector>
+
+#include "api/handles.h"
+#include "tokenizer/chat_template.h"
+
+using llm::api::Fail;
+
+extern "C" {
+
+LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_name,
+                                   const llm_chat_message* messages, size_t n_messages,
+                                   int32_t add_generation_prompt, char* buf, size_t capacity,
+                                   size_t* len_out) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(model != nullptr || template_name != nullptr,
+                "model and template_name must not both be NULL");
+  LLM_CHECK_ARG(messages != nullptr, "messages must not be NULL");
+  LLM_CHECK_ARG(n_messages > 0, "n_messages must be > 0");
+  LLM_CHECK_ARG(n_messages <= (size_t{1} << 20), "n_messages is larger than 1M messages");
+  LLM_CHECK_ARG(len_out != nullptr, "len_out must not be NULL");
+  std::vector<llm::ChatMessage> msgs(n_messages);
+  for (size_t i = 0; i < n_messages; ++i) {
+    if (messages[i].role == nullptr || messages[i].content == nullptr) {
+      return Fail(LLM_ERR_INVALID_ARGUMENT,
+                  "messages[" + std::to_string(i) + "]: role and content must not be NULL");
+    }
+    msgs[i] = llm::ChatMessage{messages[i].role, messages[i].content};
+  }
+  llm::ChatFormatOptions options;
+  options.add_generation_prompt = add_generation_prompt != 0;
+  std::string bos, eos;
+  if (model != nullptr) {
+    const llm::Tokenizer& tok = model->model->tokenizer();
+    if (tok.bos() >= 0) bos = std::string(tok.TokenText(tok.bos()));
+    if (tok.eos() >= 0) eos = std::string(tok.TokenText(tok.eos()));
+    options.bos_text = bos;
+    options.eos_text = eos;
+  }
+  llm::ChatTemplate kind;
+  std::string default_system;
+  if (template_name != nullptr) {
+    absl::StatusOr<llm::ChatTemplate> named = llm::ChatTemplateFromName(template_name);
+    if (!named.ok()) return Fail(named.status());
+    kind = *named;
+  } else {
+    const std::string& text = model->model->chat_template();
+    if (text.empty()) {
+      return Fail(LLM_ERR_UNSUPPORTED,
+                  "the model has no chat template: pass template_name (e.g. \"chatml\")");
+    }
+    absl::StatusOr<llm::ChatTemplateInfo> info = llm::DetectChatTemplateInfo(text);
+    if (!info.ok()) return Fail(info.status());
+    kind = info->kind;
+    default_system = info->default_system_prompt;
+  }
+  options.default_system = default_system;
+  absl::StatusOr<std::string> text = llm::FormatChat(kind, msgs, options);
+  if (!text.ok()) return Fail(text.status());
+  return llm::api::CopyOut(*text, true, buf, capacity, len_out);
+  LLM_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,89 @@
+// llm_generate: the streaming helper.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/handles.h"
+#include "engine/generate.h"
+
+using llm::api::Fail;
+
+namespace {
+
+llm_generate_params DefaultGenerateParams() {
+  llm_generate_params p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.max_tokens = 256;
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+LLM_API llm_status llm_generate_params_init(llm_generate_params* params) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
+  *params = DefaultGenerateParams();
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_generate_result_init(llm_generate_result* result) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(result != nullptr, "result must not be NULL");
+  std::memset(result, 0, sizeof *result);
+  result->struct_size = sizeof *result;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, size_t n,
+                                const llm_generate_params* params, llm_generate_result* result) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  LLM_CHECK_ARG(prompt != nullptr || n == 0, "prompt must not be NULL when n > 0");
+  LLM_CHECK_ARG(result == nullptr || result->struct_size >= sizeof(llm_generate_result),
+                "result: struct_size is too small (call llm_generate_result_init)");
+  llm_generate_params p;
+  llm_status s = llm::api::ReadParams(params, DefaultGenerateParams(), sizeof(llm_generate_params),
+                                      "params", &p);
+  if (s != LLM_OK) return s;
+  LLM_CHECK_ARG(p.max_tokens > 0, "params: max_tokens must be > 0");
+  LLM_CHECK_ARG(p.stop != nullptr || p.n_stop == 0, "params: stop is NULL but n_stop is not 0");
+  LLM_CHECK_ARG(p.n_stop <= 64, "params: n_stop must be at most 64");
+  const size_t n_ctx = static_cast<size_t>(session->session->n_ctx());
+  if (n > n_ctx) {
+    return Fail(LLM_ERR_CONTEXT_FULL, "n = " + std::to_string(n) +
+                                          " prompt tokens exceed the session's n_ctx = " +
+                                          std::to_string(n_ctx));
+  }
+  llm::GenerateOptions options;
+  options.max_tokens = p.max_tokens;
+  for (size_t i = 0; i < p.n_stop; ++i) {
+    LLM_CHECK_ARG(p.stop[i] != nullptr, "params: stop[" + std::to_string(i) + "] is NULL");
+    options.stop.emplace_back(p.stop[i]);
+  }
+  if (p.on_piece != nullptr) {
+    llm_piece_fn fn = p.on_piece;
+    void* user = p.user;
+    options.on_piece = [fn, user](std::string_view text) {
+      return fn(text.data(), text.size(), user) == 0;
+    };
+  }
+  absl::StatusOr<llm::GenerateResult> r =
+      llm::Generate(*session->session, absl::MakeConstSpan(prompt, n), options);
+  if (!r.ok()) return Fail(r.status());
+  if (result != nullptr) {
+    result->stop_reason = static_cast<int32_t>(r->stop_reason);
+    result->n_prompt_tokens = r->n_prompt_tokens;
+    result->n_generated = r->n_generated;
+    result->prefill_ms = r->prefill_ms;
+    result->decode_ms = r->decode_ms;
+  }
+  return LLM_OK;
+  LLM_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,158 @@
+// llm_model_*: loading, freeing, information.
+#include <algorithm>
+#include <cstring>
+
+#include "api/handles.h"
+#include "core/status.h"
+
+using llm::api::Fail;
+
+namespace {
+
+llm_model_params DefaultModelParams() {
+  llm_model_params p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  return p;
+}
+
+// Smallest llm_model_params a caller may pass (the 0.1 layout).
+constexpr size_t kModelParamsV1 = sizeof(llm_model_params);
+
+llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* options) {
+  llm_model_params p;
+  llm_status s = llm::api::ReadParams(user, DefaultModelParams(), kModelParamsV1, "params", &p);
+  if (s != LLM_OK) return s;
+  LLM_CHECK_ARG(p.n_threads >= 0 && p.n_threads <= 1024, "params: n_threads must be in [0, 1024]");
+  options->vocab_only = p.vocab_only != 0;
+  options->n_threads = p.n_threads;
+  if (p.progress != nullptr) {
+    llm_progress_fn fn = p.progress;
+    void* user_data = p.progress_user;
+    options->progress = [fn, user_data](float progress) { return fn(progress, user_data) == 0; };
+  }
+  return LLM_OK;
+}
+
+llm_status Publish(absl::StatusOr<std::shared_ptr<llm::Model>> model, llm_model** out_model) {
+  if (!model.ok()) return Fail(model.status());
+  *out_model = new llm_model{std::move(model).value()};
+  return LLM_OK;
+}
+
+void CopyString(const std::string& s, char* dst, size_t capacity) {
+  const size_t n = std::min(s.size(), capacity - 1);
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+LLM_API llm_status llm_model_params_init(llm_model_params* params) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
+  *params = DefaultModelParams();
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_load(const char* path, const llm_model_params* params,
+                                  llm_model** out_model) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(path != nullptr, "path must not be NULL");
+  LLM_CHECK_ARG(out_model != nullptr, "out_model must not be NULL");
+  llm::ModelLoadOptions options;
+  llm_status s = ToOptions(params, &options);
+  if (s != LLM_OK) return s;
+  return Publish(llm::Model::LoadFile(path, options), out_model);
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_load_from_memory(const void* data, size_t size,
+                                              const llm_model_params* params,
+                                              llm_model** out_model) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(data != nullptr, "data must not be NULL");
+  LLM_CHECK_ARG(size > 0, "size must be > 0");
+  LLM_CHECK_ARG(out_model != nullptr, "out_model must not be NULL");
+  llm::ModelLoadOptions options;
+  llm_status s = ToOptions(params, &options);
+  if (s != LLM_OK) return s;
+  return Publish(llm::Model::LoadMemory(static_cast<const uint8_t*>(data), size, options), out_model);
+  LLM_API_END
+}
+
+LLM_API void llm_model_free(llm_model* model) {
+  try {
+    delete model;
+  } catch (...) {
+  }
+}
+
+LLM_API llm_status llm_model_info_init(llm_model_info* info) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
+  std::memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* info) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
+  LLM_CHECK_ARG(info->struct_size >= sizeof(llm_model_info),
+                "info: struct_size is smaller than llm_model_info (call llm_model_info_init)");
+  const llm::Model& m = *model->model;
+  const llm::LlamaHParams& hp = m.hparams();
+  const llm::Tokenizer& tok = m.tokenizer();
+  llm_model_info out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  out.vocab_only = m.vocab_only() ? 1 : 0;
+  out.n_params = m.n_params();
+  out.n_ctx_train = static_cast<int32_t>(hp.n_ctx_train);
+  out.n_vocab = static_cast<int32_t>(hp.n_vocab);
+  out.n_layer = static_cast<int32_t>(hp.n_layer);
+  out.n_embd = static_cast<int32_t>(hp.n_embd);
+  out.n_head = static_cast<int32_t>(hp.n_head);
+  out.n_head_kv = static_cast<int32_t>(hp.n_head_kv);
+  out.bos_token = tok.bos();
+  out.eos_token = tok.eos();
+  out.eot_token = tok.eot();
+  out.pad_token = tok.pad();
+  out.add_bos = tok.add_bos() ? 1 : 0;
+  CopyString(hp.architecture, out.architecture, sizeof out.architecture);
+  CopyString(m.name(), out.name, sizeof out.name);
+  std::memcpy(info, &out, sizeof out);
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_chat_template(const llm_model* model, char* buf, size_t capacity,
+                                           size_t* len_out) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  const std::string& tmpl = model->model->chat_template();
+  if (tmpl.empty()) {
+    return Fail(LLM_ERR_UNSUPPORTED, "the model has no chat template (tokenizer.chat_template)");
+  }
+  return llm::api::CopyOut(tmpl, true, buf, capacity, len_out);
+  LLM_API_END
+}
+
+LLM_API llm_status llm_token_is_eog(const llm_model* model, llm_token token, int32_t* out) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  LLM_CHECK_ARG(out != nullptr, "out must not be NULL");
+  const llm::Tokenizer& tok = model->model->tokenizer();
+  LLM_CHECK_ARG(token >= 0 && token < tok.n_vocab(), "token is not a token id of this model");
+  *out = tok.IsEog(token) ? 1 : 0;
+  return LLM_OK;
+  LLM_API_END
+}
+
+}  // extern "C"

@@ -1,0 +1,83 @@
+#include "engine/model.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace llm {
+namespace {
+
+// Touch every page of the tensor data once so that the first token does not
+// pay for page faults, reporting progress as we go. Returns false if the
+// progress callback asked to cancel.
+bool PrefaultTensors(const GgufFile& gguf, const std::function<bool(float)>& progress) {
+  const auto& tensors = gguf.tensors();
+  uint64_t total = 0;
+  for (const GgufTensor& t : tensors) total += t.n_bytes;
+  uint64_t done = 0;
+  volatile uint8_t sink = 0;
+  for (const GgufTensor& t : tensors) {
+    for (uint64_t off = 0; off < t.n_bytes; off += 4096) sink = sink + t.data[off];
+    done += t.n_bytes;
+    if (progress && total > 0 && !progress(0.1f + 0.9f * static_cast<float>(done) / total)) {
+      return false;
+    }
+  }
+  (void)sink;
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Model>> Model::LoadFile(const std::string& path,
+                                                       const ModelLoadOptions& options) {
+  if (options.progress && !options.progress(0.0f)) {
+    return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+  }
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  return Build(std::move(gguf), options);
+}
+
+absl::StatusOr<std::shared_ptr<Model>> Model::LoadMemory(const uint8_t* data, size_t size,
+                                                         const ModelLoadOptions& options) {
+  if (options.progress && !options.progress(0.0f)) {
+    return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+  }
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Parse(data, size));
+  return Build(std::move(gguf), options);
+}
+
+absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gguf,
+                                                    const ModelLoadOptions& options) {
+  std::shared_ptr<Model> model(new Model());
+  LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
+  if (model->tokenizer_->n_vocab() != model->hparams_.n_vocab) {
+    return Errorf(LLM_ERR_BAD_MODEL, "tokenizer has %d tokens but the model's vocabulary is %d",
+                  model->tokenizer_->n_vocab(), model->hparams_.n_vocab);
+  }
+  LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> tmpl, gguf->GetString("tokenizer.chat_template"));
+  if (tmpl) model->chat_template_ = std::string(*tmpl);
+  LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> name, gguf->GetString("general.name"));
+  if (name) model->name_ = std::string(*name);
+  model->default_threads_ = options.n_threads > 0 ? options.n_threads : PhysicalCoreCount();
+  if (options.progress && !options.progress(0.1f)) {
+    return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+  }
+  if (!options.vocab_only) {
+    LLM_ASSIGN_OR_RETURN(model->llama_, LlamaModel::Create(*gguf, model->hparams_));
+    if (!PrefaultTensors(*gguf, options.progress)) {
+      return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+    }
+  }
+  if (options.progress && !options.progress(1.0f)) {
+    return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+  }
+  model->gguf_ = std::move(gguf);
+  return model;
+}
+
+uint64_t Model::n_params() const { return llama_ ? llama_->n_params() : 0; }
+
+}  // namespace llm

@@ -1,0 +1,42 @@
+#include "model/linear.h"
+
+#include <algorithm>
+
+#include "backend/cpu/dequantize.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/quant_matmul.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace llm {
+
+absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx) {
+  if (n_rows <= kGemvMaxRows) {
+    return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
+                       n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
+  }
+  const float* w_f32 = reinterpret_cast<const float*>(w.data);
+  if (w.type != DType::kF32) {
+    const size_t n = static_cast<size_t>(w.n_out * w.n_in);
+    if (ctx.dequantized.size() < n) ctx.dequantized.resize(n);
+    float* dst = ctx.dequantized.data();
+    // Row 0 first: DequantizeRow fails only for a type it does not know, and
+    // then it fails for every row, so the parallel rows need no error path.
+    LLM_RETURN_IF_ERROR(DequantizeRow(w.type, w.data, static_cast<size_t>(w.n_in), dst));
+    auto dequantize_rows = [&](int64_t begin, int64_t end) {
+      for (int64_t o = std::max<int64_t>(begin, 1); o < end; ++o) {
+        (void)DequantizeRow(w.type, w.data + o * w.row_bytes, static_cast<size_t>(w.n_in),
+                            dst + o * w.n_in);
+      }
+    };
+    if (ctx.pool != nullptr) {
+      ctx.pool->ParallelFor(w.n_out, dequantize_rows);
+    } else {
+      dequantize_rows(0, w.n_out);
+    }
+    w_f32 = dst;
+  }
+  return MatMulF32(x, w_f32, y, n_rows, w.n_out, w.n_in, ctx.n_threads);
+}
+
+}  // namespace llm

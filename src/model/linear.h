@@ -1,0 +1,31 @@
+// y = x · Wᵀ for a GGUF weight, choosing the kernel by row count:
+//  - up to kGemvMaxRows rows (decode): quantized dot products on the GGUF
+//    blocks (backend/cpu/quant_matmul.h). Per-row arithmetic is independent
+//    of the row count, so a session's decode output does not depend on who
+//    else is in the batch.
+//  - more rows (prefill chunks): the weight is dequantized into f32 scratch
+//    and multiplied with oneDNN (backend/cpu/matmul.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/weight.h"
+
+namespace llm {
+
+class ThreadPool;
+
+inline constexpr int64_t kGemvMaxRows = 16;
+
+struct LinearContext {
+  ThreadPool* pool = nullptr;     // nullable
+  int n_threads = 1;
+  std::vector<float> dequantized;  // scratch: [n_out][n_in] f32 for the GEMM path
+};
+
+// x: [n_rows][w.n_in] f32, y: [n_rows][w.n_out] f32 (both densely packed).
+absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx);
+
+}  // namespace llm

