@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backend/cpu/ops.h"
+#include "backend/cpu/attention.h"
 
 namespace llm {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/dequantize.h"
 #include "backend/cpu/ops.h"
 #include "core/status.h"
@@ -96,8 +98,8 @@ absl::Status LlamaModel::Attention(absl::Span<const SequenceStep> steps, int64_t
                   hp_.rope_neox);
       step.kv->Store(layer, pos, k, s.v.data() + (row + t) * kv_dim);
     }
-    llm::Attention(s.q.data() + row * q_dim, n, hp_.n_head, step.pos0, step.kv->View(layer),
-                   s.attn.data() + row * q_dim, pool);
+    LLM_RETURN_IF_ERROR(llm::Attention(s.q.data() + row * q_dim, n, hp_.n_head, step.pos0,
+                                       step.kv->View(layer), s.attn.data() + row * q_dim, pool));
     row += n;
   }
   return absl::OkStatus();
