@@ -1,0 +1,40 @@
+// float64 scalar reference kernels: the test oracle for backend/cpu (never
+// linked into libllm). Straightforward loops in double, no tricks, so that a
+// reader can check them against the math at a glance.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace llm {
+namespace ref {
+
+// y[r][o] = sum_i w[o][i] * x[r][i]. w: [n_out][n_in], x: [n_rows][n_in],
+// y: [n_rows][n_out] (all dense). Also returns, if abs_sum is non-null,
+// abs_sum[r][o] = sum_i |w[o][i] * x[r][i]| (the scale tolerances refer to).
+void RefMatMul(const double* w, const double* x, int64_t n_out, int64_t n_in, int64_t n_rows,
+               double* y, double* abs_sum);
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i].
+void RefRmsNorm(const double* x, const double* weight, int64_t n, double eps, double* out);
+
+// Rotary embedding in place on x [n_heads][head_dim]; see backend/cpu/ops.h.
+void RefRope(double* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
+             double freq_base, bool neox);
+
+// out[i] = gate[i] / (1 + exp(-gate[i])) * up[i].
+void RefSwiGlu(const double* gate, const double* up, int64_t n, double* out);
+
+// In-place softmax.
+void RefSoftmax(double* x, int64_t n);
+
+// Causal GQA attention; layouts as backend/cpu/attention.h with dense KV:
+// q [n_q][n_head][head_dim], k/v [n_kv][n_head_kv][head_dim] (n_kv >= pos0+n_q),
+// out [n_q][n_head][head_dim]. If abs_out is non-null it receives
+// sum_p softmax_p * |v_p[d]| per output element (a scale for tolerances).
+void RefAttention(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, const double* k,
+                  const double* v, int64_t n_head_kv, int64_t head_dim, double* out,
+                  double* abs_out);
+
+}  // namespace ref
+}  // namespace llm

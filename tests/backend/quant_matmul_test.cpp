@@ -1,0 +1,236 @@
+// QuantMatMul vs the float64 reference (weights dequantized by DequantizeRow,
+// itself bit-exact with the gguf package), on every SIMD level this CPU has.
+// Tolerances are relative to sum_i |w_i x_i| of each output:
+//   1e-5 for the exact-f32-activation types (F32/F16/BF16/Q4_K/Q6_K),
+//   2e-2 for Q8_0/Q4_0/Q4_1 whose activations are quantized to 8 bits.
+#include "backend/cpu/quant_matmul.h"
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/dequantize.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/ref/reference_kernels.h"
+#include "tests/backend/kernel_test_util.h"
+
+namespace llm {
+namespace {
+
+using testing_util::FreshSeed;
+using testing_util::RandomVector;
+using testing_util::RandomWeights;
+using testing_util::SimdLevelGuard;
+using testing_util::SupportedLevels;
+
+bool QuantizedActs(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1; }
+
+struct Shape {
+  DType type;
+  int64_t n_out;
+  int64_t n_in;
+};
+
+std::vector<Shape> TestShapes() {
+  std::vector<Shape> s;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    s.push_back({t, 37, 37});    // odd n_in: exercises the SIMD tails
+    s.push_back({t, 37, 200});
+  }
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    s.push_back({t, 37, 32 * 7});  // odd block count
+    s.push_back({t, 5, 576});
+  }
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) s.push_back({t, 37, 256 * 3});
+  return s;
+}
+
+std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
+
+TEST(QuantMatMulTest, MatchesFloat64ReferenceOnEverySimdLevel) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::string ran;
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    ASSERT_EQ(ActiveSimdLevel(), level);
+    ran += std::string(SimdLevelName(level)) + " ";
+    for (const Shape& sh : TestShapes()) {
+      for (int64_t n_rows : {1, 3, 16}) {
+        SCOPED_TRACE(std::string(SimdLevelName(level)) + " " + Name(sh.type) +
+                     " n_out=" + std::to_string(sh.n_out) + " n_in=" + std::to_string(sh.n_in) +
+                     " n_rows=" + std::to_string(n_rows));
+        const size_t need = *RowBytes(sh.type, sh.n_in);
+        const size_t row_bytes = need + (n_rows == 3 ? 6 : 0);  // padded rows too
+        const std::vector<uint8_t> w = RandomWeights(rng, sh.type, sh.n_out, sh.n_in, row_bytes);
+        const size_t x_stride = sh.n_in + (n_rows == 3 ? 5 : 0);
+        const size_t y_stride = sh.n_out + (n_rows == 3 ? 3 : 0);
+        const std::vector<float> x = RandomVector(rng, n_rows * x_stride);
+        std::vector<float> y(n_rows * y_stride, NAN);
+        ASSERT_TRUE(QuantMatMul(sh.type, w.data(), row_bytes, sh.n_out, sh.n_in, x.data(), x_stride,
+                                n_rows, y.data(), y_stride, nullptr)
+                        .ok());
+
+        std::vector<double> wd(sh.n_out * sh.n_in), xd(n_rows * sh.n_in);
+        std::vector<float> tmp(sh.n_in);
+        for (int64_t o = 0; o < sh.n_out; ++o) {
+          ASSERT_TRUE(DequantizeRow(sh.type, w.data() + o * row_bytes, sh.n_in, tmp.data()).ok());
+          for (int64_t i = 0; i < sh.n_in; ++i) wd[o * sh.n_in + i] = tmp[i];
+        }
+        for (int64_t r = 0; r < n_rows; ++r)
+          for (int64_t i = 0; i < sh.n_in; ++i) xd[r * sh.n_in + i] = x[r * x_stride + i];
+        std::vector<double> yr(n_rows * sh.n_out), abs_sum(n_rows * sh.n_out);
+        ref::RefMatMul(wd.data(), xd.data(), sh.n_out, sh.n_in, n_rows, yr.data(), abs_sum.data());
+
+        const double tol = QuantizedActs(sh.type) ? 2e-2 : 1e-5;
+        double worst = 0.0;
+        for (int64_t r = 0; r < n_rows; ++r) {
+          for (int64_t o = 0; o < sh.n_out; ++o) {
+            const double got = y[r * y_stride + o], want = yr[r * sh.n_out + o];
+            const double rel = std::fabs(got - want) / abs_sum[r * sh.n_out + o];
+            worst = std::max(worst, rel);
+            ASSERT_LE(rel, tol) << "r=" << r << " o=" << o << " got " << got << " want " << want;
+          }
+          // Padding between rows of y is left alone.
+          for (size_t o = sh.n_out; o < y_stride; ++o) ASSERT_TRUE(std::isnan(y[r * y_stride + o]));
+        }
+        // Quantized activations: the error must also be far from the bound
+        // typical (catches e.g. a lost min term hiding under 2e-2).
+        if (QuantizedActs(sh.type)) {
+          EXPECT_LE(worst, 5e-3);
+        }
+      }
+    }
+  }
+  std::cout << "[ SIMD ] levels tested: " << ran << "\n";
+  RecordProperty("simd_levels", ran);
+}
+
+// Each output row is computed with the same operations whatever n_rows, the
+// thread count, or the SIMD row tiling: bit-identical results.
+TEST(QuantMatMulTest, BatchAndThreadInvariant) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool2(2);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                    DType::kQ4_1, DType::kQ4_K, DType::kQ6_K}) {
+      SCOPED_TRACE(std::string(SimdLevelName(level)) + " " + Name(t));
+      const int64_t n_in = (t == DType::kQ4_K || t == DType::kQ6_K) ? 512 : 576;
+      const int64_t n_out = 301;  // > one parallel task, odd
+      const size_t rb = *RowBytes(t, n_in);
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      const int64_t n_rows = 16;
+      const std::vector<float> x = RandomVector(rng, n_rows * n_in);
+      std::vector<float> y16(n_rows * n_out), y16_mt(n_rows * n_out), y1(n_out);
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y16.data(),
+                              n_out, nullptr)
+                      .ok());
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows,
+                              y16_mt.data(), n_out, &pool2)
+                      .ok());
+      EXPECT_EQ(0, std::memcmp(y16.data(), y16_mt.data(), y16.size() * sizeof(float)))
+          << "1 vs 2 threads differ";
+      for (int64_t r = 0; r < n_rows; ++r) {
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + r * n_in, n_in, 1,
+                                y1.data(), n_out, r % 2 ? &pool2 : nullptr)
+                        .ok());
+        ASSERT_EQ(0, std::memcmp(y1.data(), y16.data() + r * n_out, n_out * sizeof(float)))
+            << "row " << r << ": n_rows=1 differs from n_rows=16";
+      }
+      // A 3-row batch taken from the middle gives the same rows again.
+      std::vector<float> y3(3 * n_out);
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + 5 * n_in, n_in, 3,
+                              y3.data(), n_out, &pool2)
+                      .ok());
+      EXPECT_EQ(0, std::memcmp(y3.data(), y16.data() + 5 * n_out, y3.size() * sizeof(float)));
+    }
+  }
+}
+
+// SIMD levels agree with the portable scalar path up to rounding.
+TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16}) {
+    const int64_t n_out = 64, n_in = 32 * 9, n_rows = 2;
+    const size_t rb = *RowBytes(t, n_in);
+    const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+    const std::vector<float> x = RandomVector(rng, n_rows * n_in);
+    std::vector<float> ys(n_rows * n_out), yv(n_rows * n_out);
+    SetSimdLevelForTesting(SimdLevel::kScalar);
+    ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, ys.data(), n_out,
+                            nullptr)
+                    .ok());
+    for (SimdLevel level : SupportedLevels()) {
+      SetSimdLevelForTesting(level);
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, yv.data(),
+                              n_out, nullptr)
+                      .ok());
+      for (size_t i = 0; i < ys.size(); ++i) {
+        // Same integer block sums; only the f32 summation order differs.
+        ASSERT_NEAR(yv[i], ys[i], 1e-5 * (1.0 + std::fabs(ys[i])))
+            << Name(t) << " " << SimdLevelName(level) << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(QuantMatMulTest, RejectsBadArguments) {
+  std::vector<uint8_t> w(34 * 4, 0);
+  std::vector<float> x(64, 1.0f), y(8, 0.0f);
+  // Unsupported type.
+  absl::Status s = QuantMatMul(DType::kQ5_0, w.data(), 22, 1, 32, x.data(), 32, 1, y.data(), 1,
+                               nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_UNSUPPORTED);
+  // n_in not a whole number of blocks.
+  s = QuantMatMul(DType::kQ8_0, w.data(), 34, 1, 33, x.data(), 33, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  // row_bytes too small.
+  s = QuantMatMul(DType::kQ8_0, w.data(), 33, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  // Null pointers, negative sizes, short strides.
+  s = QuantMatMul(DType::kQ8_0, nullptr, 34, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  s = QuantMatMul(DType::kQ8_0, w.data(), 34, -1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  s = QuantMatMul(DType::kQ8_0, w.data(), 34, 2, 32, x.data(), 16, 2, y.data(), 2, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  // Huge shapes are refused before allocating.
+  s = QuantMatMul(DType::kF32, w.data(), 4, 1, int64_t{1} << 40, x.data(), size_t{1} << 40,
+                  int64_t{1} << 20, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  // Empty work is fine.
+  EXPECT_TRUE(QuantMatMul(DType::kQ8_0, w.data(), 34, 0, 32, x.data(), 32, 1, y.data(), 1, nullptr)
+                  .ok());
+}
+
+// Non-finite activations propagate as NaN instead of turning into numbers.
+TEST(QuantMatMulTest, NonFiniteActivationsGiveNaN) {
+  std::mt19937 rng(7);
+  for (DType t : {DType::kQ8_0, DType::kQ4_1, DType::kF32}) {
+    const size_t rb = *RowBytes(t, 64);
+    const std::vector<uint8_t> w = RandomWeights(rng, t, 2, 64, rb);
+    std::vector<float> x = RandomVector(rng, 64);
+    x[40] = INFINITY;
+    std::vector<float> y(2);
+    ASSERT_TRUE(QuantMatMul(t, w.data(), rb, 2, 64, x.data(), 64, 1, y.data(), 2, nullptr).ok());
+    EXPECT_FALSE(std::isfinite(y[0])) << Name(t);
+  }
+}
+
+}  // namespace
+}  // namespace llm
