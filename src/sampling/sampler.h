@@ -1,0 +1,83 @@
+// Next-token sampler: picks one token id from a row of logits.
+//
+// The chain is llama.cpp's default order (common/sampling defaults), minus the
+// samplers we do not offer:
+//   1. penalties   over the last penalty_last_n history tokens (llama.cpp
+//                  semantics): for a token seen count > 0 times,
+//                    logit = logit <= 0 ? logit * repeat_penalty
+//                                       : logit / repeat_penalty;
+//                    logit -= count * frequency_penalty
+//                             + (count > 0) * presence_penalty;
+//   2. greedy      if temperature <= 0: argmax of the penalized logits (ties ->
+//                  lowest id); nothing else applies;
+//   3. top_k       keep the k largest logits (ties -> lower id first);
+//   4. top_p       softmax of the remaining logits (temperature 1); keep the
+//                  smallest prefix, by descending probability, whose mass
+//                  reaches top_p (at least one token);
+//   5. min_p       keep logits >= max_logit + log(min_p), i.e. p >= min_p * p_max;
+//   6. temperature divide the remaining logits by it;
+//   7. softmax + draw one token with Rng::Uniform() (inverse CDF over the
+//                  remaining candidates in descending-logit order).
+// Robustness: NaN and -inf logits (after penalties) are never chosen. If some
+// logits are +inf, the choice is uniform among those (greedy: the lowest id).
+// If no logit is finite or +inf, or logits is empty, the result is 0.
+// Out-of-range ids in the history are ignored.
+//
+// Cost per call for n_vocab = 49152: one pass to copy the logits (with the
+// penalties folded in), nth_element for top_k (O(n)), then work on k
+// candidates only. A full sort happens only when top_k is off and top_p is on.
+// Scratch buffers are members, sized on the first call and reused: no
+// allocation of n_vocab-sized vectors after that (unless n_vocab grows).
+//
+// Not thread-safe: one Sampler per session.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "sampling/rng.h"
+#include "sampling/sampler_config.h"
+
+namespace llm {
+
+class Sampler {
+ public:
+  // The config should have passed ValidateSamplerConfig; values it would
+  // refuse are still handled without crashing (NaN temperature -> greedy,
+  // NaN/negative filters and penalties -> off).
+  explicit Sampler(SamplerConfig config);
+
+  const SamplerConfig& config() const { return config_; }
+  void set_config(SamplerConfig config);
+
+  // logits: n_vocab values for the next position (may hold NaN/±inf).
+  // history: the session's tokens so far (penalties use the last
+  // penalty_last_n). Deterministic for a given rng state; consumes exactly
+  // one rng.Next() unless greedy (or a single candidate) decides it.
+  int32_t Sample(absl::Span<const float> logits, absl::Span<const int32_t> history, Rng& rng);
+
+  // Step 1 alone, in place (what Sample applies before filtering); exposed so
+  // tests and callers that need penalized logits can see them.
+  void ApplyPenalties(absl::Span<float> logits, absl::Span<const int32_t> history);
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  bool PenaltiesActive() const;
+  // Counts history[-last_n:] tokens into counts_ (ids in [0, n_vocab)).
+  void CountHistory(size_t n_vocab, absl::Span<const int32_t> history);
+  void ClearCounts();
+  float Penalize(float logit, int32_t count) const;
+
+  SamplerConfig config_;
+  std::vector<Candidate> candidates_;  // [n_vocab] capacity
+  std::vector<int32_t> counts_;        // [n_vocab], all zero between calls
+  std::vector<int32_t> touched_;       // ids with counts_ != 0
+  std::vector<double> weights_;        // [n_vocab] capacity
+};
+
+}  // namespace llm
