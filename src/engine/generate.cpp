@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/status.h"
+#include "engine/stop_strings.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace llm {
@@ -12,49 +13,6 @@ namespace {
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
-
-// Text waiting to be emitted, held back only while its tail could still grow
-// into a stop string.
-class StopStringFilter {
- public:
-  explicit StopStringFilter(const std::vector<std::string>& stop) : stop_(stop) {}
-
-  // Appends text. Returns the text that is safe to emit; sets *stopped when a
-  // stop string appeared (the text before it is returned, the rest dropped).
-  std::string Push(std::string_view text, bool* stopped) {
-    pending_.append(text);
-    size_t cut = std::string::npos;
-    for (const std::string& s : stop_) {
-      if (s.empty()) continue;
-      cut = std::min(cut, pending_.find(s));
-    }
-    if (cut != std::string::npos) {
-      *stopped = true;
-      std::string out = pending_.substr(0, cut);
-      pending_.clear();
-      return out;
-    }
-    // Hold back the longest tail that is a proper prefix of some stop string.
-    size_t hold = 0;
-    for (const std::string& s : stop_) {
-      for (size_t len = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); len > hold; --len) {
-        if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
-          hold = len;
-          break;
-        }
-      }
-    }
-    std::string out = pending_.substr(0, pending_.size() - hold);
-    pending_.erase(0, pending_.size() - hold);
-    return out;
-  }
-
-  std::string Flush() { return std::exchange(pending_, std::string()); }
-
- private:
-  const std::vector<std::string>& stop_;
-  std::string pending_;
-};
 
 }  // namespace
 
