@@ -25,8 +25,9 @@ thread_local const ThreadPool* tls_current_pool = nullptr;
 
 // Brief spin before sleeping: decode issues many short ParallelFors back to
 // back, and a futex wake costs more than the work of a small chunk. Kept short
-// because the machine may be shared.
-constexpr int kSpinIterations = 4000;
+// because the machine may be shared (a pause is ~40-140 cycles: this is a few
+// microseconds).
+constexpr int kSpinIterations = 256;
 
 }  // namespace
 

@@ -54,10 +54,16 @@ void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* d, float* s) {
     const float id = db != 0.0f ? 1.0f / db : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < qmm::kActBlock; ++j) {
-      // |xb[j] * id| <= 127 up to rounding; the clamp keeps the cast defined.
-      const float v = std::min(127.0f, std::max(-127.0f, std::round(xb[j] * id)));
-      qb[j] = static_cast<int8_t>(v);
-      sum += qb[j];
+      // roundf (half away from zero) without a libm call: truncate, then step
+      // by the exact remainder. |xb[j] * id| <= 127 up to rounding; the clamp
+      // keeps the value in int8.
+      const float v = xb[j] * id;
+      int32_t i = static_cast<int32_t>(v);
+      const float frac = v - static_cast<float>(i);
+      i += (frac >= 0.5f) - (frac <= -0.5f);
+      i = std::min(127, std::max(-127, i));
+      qb[j] = static_cast<int8_t>(i);
+      sum += i;
     }
     d[b] = db;
     s[b] = db * static_cast<float>(sum);

@@ -1,6 +1,17 @@
-// AVX-512 (VL + VNNI) kernels for QuantMatMul: the AVX2 structure with the
-// u8 x s8 block dot done by one vpdpbusd (compiled with the AVX-512 flags;
-// called only when ActiveSimdLevel() == kAvx512).
+// AVX-512 (F/BW/VL + VNNI) kernels for QuantMatMul (compiled with the AVX-512
+// flags; called only when ActiveSimdLevel() == kAvx512).
+//
+// Q8_0 / Q4_0 / Q4_1 process two 32-blocks per 512-bit register: one vpdpbusd
+// gives the 16 partial integer sums of both blocks, one FMA scales them by
+// the per-block (d_w * d_x) broadcast to each 256-bit half. An odd last block
+// goes through the 256-bit path. Other types use the shared AVX2-style code
+// (quant_matmul_simd.inc) with vpdpbusd for the u8 x s8 dot.
+// GCC 12 reports its own _mm512_undefined_*() placeholders inside the
+// AVX-512 intrinsic headers as uninitialized (a false positive); silence it
+// for this file only so -Werror builds pass.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "backend/cpu/quant_blocks.h"
@@ -16,9 +27,169 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 #include "backend/cpu/quant_matmul_simd.inc"
 
+// Two f16 values (a in lane 0, b in lane 1) as f32.
+inline __m128 Half2(uint16_t a, uint16_t b) {
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(a | (static_cast<uint32_t>(b) << 16))));
+}
+
+// Two consecutive floats p[0], p[1] into lanes 0, 1.
+inline __m128 Load2(const float* p) {
+  return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+}
+
+// Lanes 0..7 = v[0], lanes 8..15 = v[1].
+inline __m512 Broadcast2(__m128 v) {
+  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+// 64 nibbles of two Q4 blocks as u8 in element order: [lo0 hi0 lo1 hi1].
+inline __m512i UnpackNibbles2(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i v = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m)),
+                                       _mm256_and_si256(_mm256_srli_epi16(v, 4), m), 1);
+  // z = [lo0 lo1 hi0 hi1] (128-bit lanes) -> [lo0 hi0 lo1 hi1]
+  return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+template <DType T>
+struct BlockOf;
+template <>
+struct BlockOf<DType::kQ8_0> { using type = BlockQ8_0; };
+template <>
+struct BlockOf<DType::kQ4_0> { using type = BlockQ4_0; };
+template <>
+struct BlockOf<DType::kQ4_1> { using type = BlockQ4_1; };
+
+// Weights of blocks b, b+1 as the u8 operand (|w| or nibble) and, for the
+// signed types, the mask of negative weights (x is negated there).
+template <DType T>
+inline void LoadPair(const typename BlockOf<T>::type* blk, __m512i* wu, __mmask64* neg) {
+  if constexpr (T == DType::kQ8_0) {
+    const __m512i w = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs)), 1);
+    *wu = _mm512_abs_epi8(w);
+    *neg = _mm512_movepi8_mask(w);
+  } else if constexpr (T == DType::kQ4_0) {
+    const __m512i w = _mm512_sub_epi8(UnpackNibbles2(blk[0].qs, blk[1].qs), _mm512_set1_epi8(8));
+    *wu = _mm512_abs_epi8(w);
+    *neg = _mm512_movepi8_mask(w);
+  } else {
+    *wu = UnpackNibbles2(blk[0].qs, blk[1].qs);
+    *neg = 0;
+  }
+}
+
+// Single-block (tail) version on 256 bits.
+template <DType T>
+inline void LoadOne(const typename BlockOf<T>::type* blk, __m256i* wu, __mmask32* neg) {
+  if constexpr (T == DType::kQ8_0) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+    *wu = _mm256_abs_epi8(w);
+    *neg = _mm256_movepi8_mask(w);
+  } else if constexpr (T == DType::kQ4_0) {
+    const __m256i w = _mm256_sub_epi8(UnpackNibbles(blk->qs), _mm256_set1_epi8(8));
+    *wu = _mm256_abs_epi8(w);
+    *neg = _mm256_movepi8_mask(w);
+  } else {
+    *wu = UnpackNibbles(blk->qs);
+    *neg = 0;
+  }
+}
+
+// One weight row against activation rows r0 .. r0+R-1. For each row the
+// operation sequence is fixed by n_blocks alone (batch invariance).
+template <DType T, int R>
+void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, float* y,
+                 size_t y_stride) {
+  using Block = typename BlockOf<T>::type;
+  const Block* blk = reinterpret_cast<const Block*>(wrow);
+  const int64_t nb = a.n_blocks;
+  __m512 acc[R];
+  __m128 accm[R];  // Q4_1: sum of m * s (lanes 0 and 1)
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    accm[r] = _mm_setzero_ps();
+  }
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m512i wu;
+    __mmask64 neg;
+    LoadPair<T>(blk + b, &wu, &neg);
+    const __m128 dw = Half2(blk[b].d, blk[b + 1].d);
+    __m128 mw = _mm_setzero_ps();
+    if constexpr (T == DType::kQ4_1) mw = Half2(blk[b].m, blk[b + 1].m);
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = r0 + r;
+      __m512i xq = _mm512_loadu_si512(a.q + row * a.n_in + b * 32);
+      if constexpr (T != DType::kQ4_1) xq = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
+      const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, xq);
+      const __m512 scale = Broadcast2(_mm_mul_ps(dw, Load2(a.d + row * nb + b)));
+      acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[r]);
+      if constexpr (T == DType::kQ4_1) accm[r] = _mm_fmadd_ps(mw, Load2(a.s + row * nb + b), accm[r]);
+    }
+  }
+  __m256 tail[R];
+  for (int r = 0; r < R; ++r) tail[r] = _mm256_setzero_ps();
+  if (b < nb) {  // odd block count: last block on 256 bits
+    __m256i wu;
+    __mmask32 neg;
+    LoadOne<T>(blk + b, &wu, &neg);
+    const float dw = _cvtsh_ss(blk[b].d);
+    float mw = 0.0f;
+    if constexpr (T == DType::kQ4_1) mw = _cvtsh_ss(blk[b].m);
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = r0 + r;
+      __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row * a.n_in + b * 32));
+      if constexpr (T != DType::kQ4_1) xq = _mm256_mask_sub_epi8(xq, neg, _mm256_setzero_si256(), xq);
+      const __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xq);
+      const float scale = dw * a.d[row * nb + b];
+      tail[r] = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(isum));
+      if constexpr (T == DType::kQ4_1) {
+        // Full-width FMA: lane 1 of accm must survive (0 * 0 + accm[1]);
+        // _mm_fmadd_ss would copy lane 1 from its first operand.
+        accm[r] = _mm_fmadd_ps(_mm_set_ss(mw), _mm_set_ss(a.s[row * nb + b]), accm[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m256 s8 = _mm256_add_ps(
+        _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)), tail[r]);
+    __m128 total = _mm_set_ss(HSum256(s8));
+    if constexpr (T == DType::kQ4_1) {
+      total = _mm_add_ss(total, _mm_add_ss(accm[r], _mm_movehdup_ps(accm[r])));
+    }
+    y[(r0 + r) * y_stride + o] = _mm_cvtss_f32(total);
+  }
+}
+
+template <DType T>
+void PairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
+                float* y, size_t y_stride, float* /*scratch*/) {
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    const char* wrow = static_cast<const char*>(W) + o * row_bytes;
+    int64_t r = 0;
+    for (; r + 4 <= a.n_rows; r += 4) PairRowTile<T, 4>(wrow, a, r, o, y, y_stride);
+    for (; r + 2 <= a.n_rows; r += 2) PairRowTile<T, 2>(wrow, a, r, o, y, y_stride);
+    for (; r < a.n_rows; ++r) PairRowTile<T, 1>(wrow, a, r, o, y, y_stride);
+  }
+}
+
 }  // namespace
 
 namespace qmm {
-Kernel Avx512Kernel(DType t) { return KernelFor(t); }
+Kernel Avx512Kernel(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return &PairKernel<DType::kQ8_0>;
+    case DType::kQ4_0: return &PairKernel<DType::kQ4_0>;
+    case DType::kQ4_1: return &PairKernel<DType::kQ4_1>;
+    default: return KernelFor(t);
+  }
+}
 }  // namespace qmm
 }  // namespace llm
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,81 @@
+// CPU kernel benchmarks: QuantMatMul (decode GEMV) in bytes of weights per
+// second -- decode is memory bound, so compare with the machine's bandwidth --
+// and oneDNN MatMulF32 (prefill GEMM) in FLOP/s.
+//   llm_bench --benchmark_filter=QuantMatMul
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/quant_matmul.h"
+#include "core/dtype.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+
+namespace llm {
+namespace {
+
+// Random blocks with sane f16 scales (quant bytes random).
+std::vector<uint8_t> RandomQuantWeights(DType t, int64_t n_out, int64_t n_in) {
+  const size_t rb = *RowBytes(t, n_in);
+  std::vector<uint8_t> w(n_out * rb);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const size_t block = t == DType::kQ8_0 ? 34 : 20;
+  for (size_t off = 0; off < w.size(); off += block) {
+    const uint16_t d = F32ToF16(0.01f), m = F32ToF16(-0.05f);
+    std::memcpy(&w[off], &d, 2);
+    if (t == DType::kQ4_1) std::memcpy(&w[off + 2], &m, 2);
+  }
+  return w;
+}
+
+// Args: n_out, n_in, n_rows, threads.
+void BM_QuantMatMul(benchmark::State& state, DType t) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const std::vector<uint8_t> w = RandomQuantWeights(t, n_out, n_in);
+  std::vector<float> x(n_rows * n_in), y(n_rows * n_out);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  ThreadPool pool(threads);
+  const size_t rb = *RowBytes(t, n_in);
+  for (auto _ : state) {
+    auto s = QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(), n_out,
+                         &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+}
+
+BENCHMARK_CAPTURE(BM_QuantMatMul, Q4_1, DType::kQ4_1)
+    ->Args({576, 1536, 1, 1})->Args({1536, 576, 1, 1})->Args({576, 1536, 16, 1})
+    ->Args({576, 1536, 1, 2})->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
+    ->Args({49152, 576, 1, 1})->Args({49152, 576, 16, 1})->Args({49152, 576, 1, 2})->UseRealTime();
+
+// Args: m, n, k, threads.
+void BM_MatMulF32(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  std::vector<float> a(m * k, 0.5f), w(n * k, 0.25f), c(m * n);
+  for (auto _ : state) {
+    auto s = MatMulF32(a.data(), w.data(), c.data(), m, n, k, threads);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulF32)
+    ->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->Args({64, 576, 576, 2})
+    ->Args({128, 1536, 576, 2})->UseRealTime();
+
+}  // namespace
+}  // namespace llm
