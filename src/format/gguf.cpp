@@ -128,8 +128,9 @@ class GgufParser {
     LLM_RETURN_IF_ERROR(PlaceTensorData());
     if (unsupported_tensor_ != nullptr) {
       const auto traits = GetDTypeTraits(static_cast<uint32_t>(unsupported_tensor_->type));
-      return Errorf(LLM_ERR_UNSUPPORTED, "GGUF: tensor '%s' has type %s, which libllm does not support",
-                    unsupported_tensor_->name, traits ? traits->name : "?");
+      return Errorf(LLM_ERR_UNSUPPORTED,
+                    "GGUF: tensor '%s' has type %s, which libllm does not support (byte offset %d)",
+                    unsupported_tensor_->name, traits ? traits->name : "?", unsupported_type_at_);
     }
     return absl::OkStatus();
   }
@@ -377,6 +378,7 @@ class GgufParser {
                         pos_ - 8);
       }
       offset_at_.push_back(pos_ - 8);
+      type_at_.push_back(pos_ - 12);
       file_->tensor_index_.emplace(name, file_->tensors_.size());
       file_->tensors_.push_back(std::move(t));
     }
@@ -408,6 +410,7 @@ class GgufParser {
       order[k] = k;
       if (!GetDTypeTraits(static_cast<uint32_t>(t.type))->supported && unsupported_tensor_ == nullptr) {
         unsupported_tensor_ = &t;
+        unsupported_type_at_ = type_at_[k];
       }
     }
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
@@ -432,6 +435,8 @@ class GgufParser {
   uint64_t tensor_count_ = 0;
   uint64_t kv_count_ = 0;
   std::vector<uint64_t> offset_at_;  // byte offset of each tensor's offset field
+  std::vector<uint64_t> type_at_;    // byte offset of each tensor's type field
+  uint64_t unsupported_type_at_ = 0;
   const GgufTensor* unsupported_tensor_ = nullptr;
 };
 

@@ -492,6 +492,7 @@ TEST(GgufTest, TensorTypes) {
   EXPECT_EQ(ParseStatus(Build(s), &msg), LLM_ERR_UNSUPPORTED);
   EXPECT_NE(msg.find("b.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Q5_K"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("byte offset"), std::string::npos) << msg;
 
   // A file both corrupt and unsupported reports the corruption.
   auto bytes = Build(s);
