@@ -143,6 +143,22 @@ def main():
     args = ap.parse_args()
 
     import llama_cpp
+    import llama_cpp.llama
+
+    # llama.cpp's "extra buffer types" (weight repacking, AMX tiles) are
+    # turned off: on CPUs that report AMX but whose kernel/VM does not grant
+    # the tile state, the AMX path dies with SIGILL (tilezero). The plain
+    # ggml CPU path is the reference. Llama() offers no switch, so the
+    # default-params factory it calls is wrapped.
+    default_params = llama_cpp.llama_model_default_params
+
+    def model_params_without_extra_bufts():
+        params = default_params()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    llama_cpp.llama.llama_cpp.llama_model_default_params = model_params_without_extra_bufts
 
     llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.n_ctx, logits_all=True,
                           n_threads=2, seed=0, verbose=False)
@@ -202,7 +218,8 @@ def main():
         "model_sha256": sha256_file(args.model),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "reference_settings": {"n_ctx": args.n_ctx, "logits_all": True, "n_threads": 2, "seed": 0,
-                               "kv_cache": "llama.cpp default (f16)", "decoding": "greedy argmax"},
+                               "kv_cache": "llama.cpp default (f16)",
+                               "use_extra_bufts": bool(getattr(llm.model_params, "use_extra_bufts", False)), "decoding": "greedy argmax"},
         "n_vocab": n_vocab,
         "n_cont": args.n_cont,
         "inv_scale": INV_SCALE,
