@@ -116,14 +116,23 @@ int Fail(const char* what, llm_status s) {
   return 1;
 }
 
+struct ProgressState {
+  bool quiet = false;
+  int last_percent = -1;
+};
+
+// Redraws the bar only when the shown percentage changes.
 int32_t ProgressBar(float progress, void* user) {
-  if (*static_cast<bool*>(user)) return 0;  // quiet
+  auto* state = static_cast<ProgressState*>(user);
+  const int percent = static_cast<int>(progress * 100 + 0.5f);
+  if (state->quiet || percent == state->last_percent) return 0;
+  state->last_percent = percent;
   const int width = 40;
   const int filled = static_cast<int>(progress * width + 0.5f);
   std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled,
                "########################################", width - filled, "",
-               static_cast<int>(progress * 100 + 0.5f));
-  if (progress >= 1.0f) std::fputc('\n', stderr);
+               percent);
+  if (percent >= 100) std::fputc('\n', stderr);
   return 0;
 }
 
@@ -132,12 +141,14 @@ llm_model* LoadModel(Options& o) {
   llm_model_params_init(&mp);
   mp.n_threads = o.n_threads;
   mp.progress = ProgressBar;
-  mp.progress_user = &o.quiet;
+  ProgressState progress;
+  progress.quiet = o.quiet;
+  mp.progress_user = &progress;
   llm_model* model = nullptr;
   const auto t0 = Clock::now();
   llm_status s = llm_model_load(o.model_path.c_str(), &mp, &model);
   if (s != LLM_OK) {
-    if (!o.quiet) std::fputc('\n', stderr);
+    if (!o.quiet && progress.last_percent < 100) std::fputc('\n', stderr);
     Fail("loading the model", s);
     if (s == LLM_ERR_IO) {
       std::fprintf(stderr, "llm: fetch the default model with scripts/fetch_model.sh, or pass -m PATH\n");
