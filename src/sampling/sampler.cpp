@@ -69,85 +69,137 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   const size_t n = logits.size();
   if (n == 0) return 0;
 
-  // 1. Copy the choosable logits, penalties folded in. candidates_ ends up in
-  //    ascending id order.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   const bool penalize = PenaltiesActive();
   if (penalize) CountHistory(n, history);
+  // 1. The penalized logit of token i (counts_ is all zero when !penalize).
+  auto value = [&](size_t i) {
+    const float v = logits[i];
+    return (penalize && counts_[i] != 0) ? Penalize(v, counts_[i]) : v;
+  };
+  // Clears the history counts on every return path below.
+  struct CountsGuard {
+    Sampler* self;
+    bool active;
+    ~CountsGuard() {
+      if (active) self->ClearCounts();
+    }
+  } guard{this, penalize};
+
+  // 2. Greedy: one pass, no copy. The first maximum in id order is the lowest
+  //    id among ties; NaN never compares greater; all NaN/-inf -> 0.
+  if (GreedyTemperature(config_.temperature)) {
+    int32_t best = -1;
+    float best_v = -kInf;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = value(i);
+      if (v > best_v) best = static_cast<int32_t>(i), best_v = v;
+    }
+    return best < 0 ? 0 : best;
+  }
+
+  // Descending logit, ties by ascending id: a total order, so the kept set
+  // and its order never depend on the algorithm that finds it.
+  auto greater = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
   if (candidates_.capacity() < n) candidates_.reserve(n);
   candidates_.clear();
+
+  // 3a. top_k << n_vocab: one pass keeping the k best in a min-heap (top =
+  //     worst kept). Ids arrive ascending, so a newcomer only displaces the
+  //     worst when its logit is strictly greater. Expected heap updates are
+  //     about k ln(n/k), so this costs little more than reading the logits.
+  const bool top_k_active = config_.top_k > 0 && static_cast<size_t>(config_.top_k) < n;
   bool any_pos_inf = false;
-  for (size_t i = 0; i < n; ++i) {
-    float v = logits[i];
-    if (penalize && counts_[i] != 0) v = Penalize(v, counts_[i]);
-    if (std::isnan(v) || v == -std::numeric_limits<float>::infinity()) continue;
-    any_pos_inf |= v == std::numeric_limits<float>::infinity();
-    candidates_.push_back({v, static_cast<int32_t>(i)});
+  if (top_k_active) {
+    const size_t k = static_cast<size_t>(config_.top_k);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = value(i);
+      if (std::isnan(v) || v == -kInf) continue;
+      any_pos_inf |= v == kInf;
+      if (candidates_.size() < k) {
+        candidates_.push_back({v, static_cast<int32_t>(i)});
+        std::push_heap(candidates_.begin(), candidates_.end(), greater);
+      } else if (v > candidates_.front().logit) {
+        std::pop_heap(candidates_.begin(), candidates_.end(), greater);
+        candidates_.back() = {v, static_cast<int32_t>(i)};
+        std::push_heap(candidates_.begin(), candidates_.end(), greater);
+      }
+    }
   }
-  if (penalize) ClearCounts();
+  if (!top_k_active || any_pos_inf) {
+    // 3b. All choosable logits, ascending id order.
+    candidates_.clear();
+    any_pos_inf = false;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = value(i);
+      if (std::isnan(v) || v == -kInf) continue;
+      any_pos_inf |= v == kInf;
+      candidates_.push_back({v, static_cast<int32_t>(i)});
+    }
+  }
   if (candidates_.empty()) return 0;
   if (any_pos_inf) {
-    // +inf dominates every finite logit; softmax would give NaN. Keep the
-    // +inf tokens as equally likely.
-    auto end = std::remove_if(candidates_.begin(), candidates_.end(), [](const Candidate& c) {
-      return c.logit != std::numeric_limits<float>::infinity();
-    });
+    // +inf dominates every finite logit and softmax would give NaN: the +inf
+    // tokens are kept as equally likely (then top_k applies to them by id).
+    auto end = std::remove_if(candidates_.begin(), candidates_.end(),
+                              [](const Candidate& c) { return c.logit != kInf; });
     candidates_.erase(end, candidates_.end());
     for (Candidate& c : candidates_) c.logit = 0.0f;
   }
 
-  // 2. Greedy: first maximum in id order = lowest id among ties.
-  if (GreedyTemperature(config_.temperature)) {
-    const Candidate* best = &candidates_[0];
-    for (const Candidate& c : candidates_) {
-      if (c.logit > best->logit) best = &c;
-    }
-    return best->id;
-  }
-
-  // Descending logit, ties by ascending id: a total order, so the kept set
-  // and its order never depend on the sort algorithm.
-  auto greater = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-
-  // 3. top_k.
+  // 3c. Finish top_k: sorted descending, at most k.
   size_t size = candidates_.size();
   bool sorted = false;
-  if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < size) {
-    const size_t k = static_cast<size_t>(config_.top_k);
-    std::nth_element(candidates_.begin(), candidates_.begin() + (k - 1), candidates_.end(),
-                     greater);
-    size = k;
-    std::sort(candidates_.begin(), candidates_.begin() + size, greater);
+  if (top_k_active) {
+    size = std::min(size, static_cast<size_t>(config_.top_k));
+    if (any_pos_inf) {
+      // Equal logits: the total order keeps the lowest ids, already in order.
+      candidates_.resize(size);
+    } else {
+      std::sort(candidates_.begin(), candidates_.end(), greater);
+    }
     sorted = true;
   }
 
-  if (weights_.capacity() < n) weights_.reserve(n);
-
-  // 4. top_p over the softmax at temperature 1.
+  // 4. top_p over the softmax at temperature 1: keep the smallest prefix by
+  //    descending probability whose mass reaches top_p * total. Without top_k
+  //    the candidates are sorted lazily, best first, in chunks that double
+  //    (64, 128, ...): the kept prefix is usually small, so sorting all
+  //    n_vocab entries is rarely needed. The result equals a full sort's.
   if (TopPActive(config_.top_p) && size > 1) {
+    double max_logit = candidates_[0].logit;
     if (!sorted) {
-      std::sort(candidates_.begin(), candidates_.begin() + size, greater);
-      sorted = true;
+      for (size_t i = 0; i < size; ++i) max_logit = std::max<double>(max_logit, candidates_[i].logit);
     }
-    const double max_logit = candidates_[0].logit;
-    weights_.clear();
-    double sum = 0.0;
+    double total = 0.0;
     for (size_t i = 0; i < size; ++i) {
-      weights_.push_back(std::exp(static_cast<double>(candidates_[i].logit) - max_logit));
-      sum += weights_.back();
+      total += std::exp(static_cast<double>(candidates_[i].logit) - max_logit);
     }
-    const double target = static_cast<double>(config_.top_p) * sum;
+    const double target = static_cast<double>(config_.top_p) * total;
+    size_t sorted_end = sorted ? size : 0;  // candidates_[0, sorted_end) is final
     double cum = 0.0;
     size_t keep = size;
     for (size_t i = 0; i < size; ++i) {
-      cum += weights_[i];
+      if (i == sorted_end) {
+        const size_t m = std::min(size, std::max<size_t>(64, 2 * sorted_end));
+        auto first = candidates_.begin() + sorted_end;
+        if (m < size) {
+          std::nth_element(first, candidates_.begin() + (m - 1), candidates_.begin() + size,
+                           greater);
+        }
+        std::sort(first, candidates_.begin() + m, greater);
+        sorted_end = m;
+      }
+      cum += std::exp(static_cast<double>(candidates_[i].logit) - max_logit);
       if (cum >= target) {
         keep = i + 1;
         break;
       }
     }
-    size = keep;
+    size = keep;  // candidates_[0, size) is sorted
+    sorted = true;
   }
 
   // 5. min_p: p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p).
@@ -172,6 +224,7 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   const double inv_temp = 1.0 / static_cast<double>(config_.temperature);
   double max_logit = candidates_[0].logit;
   for (size_t i = 0; i < size; ++i) max_logit = std::max<double>(max_logit, candidates_[i].logit);
+  if (weights_.capacity() < n) weights_.reserve(n);
   weights_.clear();
   double sum = 0.0;
   for (size_t i = 0; i < size; ++i) {

@@ -23,11 +23,14 @@
 // If no logit is finite or +inf, or logits is empty, the result is 0.
 // Out-of-range ids in the history are ignored.
 //
-// Cost per call for n_vocab = 49152: one pass to copy the logits (with the
-// penalties folded in), nth_element for top_k (O(n)), then work on k
-// candidates only. A full sort happens only when top_k is off and top_p is on.
-// Scratch buffers are members, sized on the first call and reused: no
-// allocation of n_vocab-sized vectors after that (unless n_vocab grows).
+// Cost per call for n_vocab = 49152: greedy is one pass over the logits.
+// With top_k set, one pass keeps the k best in a k-sized heap (about
+// k ln(n/k) heap updates), then only those k are sorted and filtered. A full
+// copy happens only when top_k is off (and a full sort only if top_p is on
+// then), or when some logit is +inf. Penalties cost O(penalty_last_n) plus a
+// counts lookup per logit. Scratch buffers are members, sized on the first
+// call and reused: no n_vocab-sized allocation after that (unless n_vocab
+// grows).
 //
 // Not thread-safe: one Sampler per session.
 #pragma once
