@@ -336,11 +336,19 @@ TEST(AbiNullArgs, LoadRejectsNullAndBadLengths) {
               "data");
   EXPECT_FAIL(llm_model_load_from_memory(bytes.data(), bytes.size(), nullptr, nullptr),
               LLM_ERR_INVALID_ARGUMENT, "out_model");
-  // No buffer can span SIZE_MAX bytes: a bad length, never a read past the end.
-  EXPECT_FAIL(llm_model_load_from_memory(bytes.data(), kSizeMax, nullptr, &m),
-              LLM_ERR_INVALID_ARGUMENT, "size");
   EXPECT_EQ(m, Sentinel<llm_model>());
+  // No buffer can span SIZE_MAX (or more than PTRDIFF_MAX) bytes: a bad
+  // length, never a read past the end of the caller's buffer.
+  for (size_t size : {kSizeMax, static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()) + 1}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    m = Sentinel<llm_model>();
+    EXPECT_FAIL(llm_model_load_from_memory(bytes.data(), size, nullptr, &m),
+                LLM_ERR_INVALID_ARGUMENT, "size");
+    EXPECT_EQ(m, Sentinel<llm_model>());
+    if (m != Sentinel<llm_model>()) llm_model_free(m);
+  }
   // An empty buffer: either a bad length or a truncated model is fine.
+  m = Sentinel<llm_model>();
   const llm_status st = llm_model_load_from_memory(bytes.data(), 0, nullptr, &m);
   const std::string msg = llm_last_error();
   EXPECT_TRUE(st == LLM_ERR_INVALID_ARGUMENT || st == LLM_ERR_BAD_MODEL)
@@ -573,8 +581,13 @@ TEST_F(AbiTiny, Detokenize) {
     EXPECT_FAIL(llm_detokenize(model_, bad, 3, 0, buf, sizeof buf, &len),
                 LLM_ERR_INVALID_ARGUMENT, "token");
   }
-  EXPECT_FAIL(llm_detokenize(model_, toks, kSizeMax, 0, buf, sizeof buf, &len),
-              LLM_ERR_INVALID_ARGUMENT, "n_tokens");
+  // n_tokens * sizeof(llm_token) overflows size_t: no such array exists, so
+  // the count is rejected before any token is read (never a read past toks).
+  for (size_t n : {kSizeMax, kSizeMax / sizeof(llm_token) + 1}) {
+    SCOPED_TRACE("n_tokens " + std::to_string(n));
+    EXPECT_FAIL(llm_detokenize(model_, toks, n, 0, buf, sizeof buf, &len),
+                LLM_ERR_INVALID_ARGUMENT, "n_tokens");
+  }
   EXPECT_FAIL(llm_detokenize(model_, toks, 2, 0, nullptr, 8, &len), LLM_ERR_INVALID_ARGUMENT,
               "buf");
   EXPECT_FAIL(llm_detokenize(model_, toks, 2, 0, buf, sizeof buf, nullptr),
@@ -836,13 +849,23 @@ TEST_F(AbiTiny, GenerateBadArguments) {
   llm_generate_result gr;
   ASSERT_LLM_OK(llm_generate_result_init(&gr));
 
+  // Every rejected call must leave the session empty; reset after each one
+  // so that a call wrongly accepted does not spoil the next case.
+  auto still_empty = [&](const char *what) {
+    EXPECT_EQ(NTokens(s), 0u) << "a rejected generate (" << what << ") appended tokens";
+    llm_session_reset(s);
+  };
   EXPECT_FAIL(llm_generate(s, nullptr, 3, &gp, &gr), LLM_ERR_INVALID_ARGUMENT, "prompt");
+  still_empty("prompt NULL");
+  // The header documents NULL only for result, not for params.
   EXPECT_FAIL(llm_generate(s, p.data(), 3, nullptr, &gr), LLM_ERR_INVALID_ARGUMENT, "params");
+  still_empty("params NULL");
   for (uint32_t size : BadStructSizes(sizeof(llm_generate_params))) {
     SCOPED_TRACE("llm_generate_params.struct_size = " + std::to_string(size));
     llm_generate_params bad = gp;
     bad.struct_size = size;
     EXPECT_FAIL(llm_generate(s, p.data(), 3, &bad, &gr), LLM_ERR_INVALID_ARGUMENT, "struct_size");
+    still_empty("llm_generate_params.struct_size");
   }
   for (uint32_t size : BadStructSizes(sizeof(llm_generate_result))) {
     SCOPED_TRACE("llm_generate_result.struct_size = " + std::to_string(size));
@@ -850,34 +873,42 @@ TEST_F(AbiTiny, GenerateBadArguments) {
     bad.struct_size = size;
     EXPECT_FAIL(llm_generate(s, p.data(), 3, &gp, &bad), LLM_ERR_INVALID_ARGUMENT, "struct_size",
                 "result");
+    still_empty("llm_generate_result.struct_size");
   }
   for (int32_t mt : {0, -1, std::numeric_limits<int32_t>::min()}) {
     SCOPED_TRACE("max_tokens " + std::to_string(mt));
     llm_generate_params bad = gp;
     bad.max_tokens = mt;
     EXPECT_FAIL(llm_generate(s, p.data(), 3, &bad, &gr), LLM_ERR_INVALID_ARGUMENT, "max_tokens");
+    still_empty("max_tokens");
   }
   {
     llm_generate_params bad = gp;
     bad.stop = nullptr;
     bad.n_stop = 2;
     EXPECT_FAIL(llm_generate(s, p.data(), 3, &bad, &gr), LLM_ERR_INVALID_ARGUMENT, "stop");
+    still_empty("stop NULL");
     const char *const stops[2] = {"x", nullptr};
     bad.stop = stops;
     EXPECT_FAIL(llm_generate(s, p.data(), 3, &bad, &gr), LLM_ERR_INVALID_ARGUMENT, "stop");
+    still_empty("stop[1] NULL");
   }
   for (llm_token t : kBadTokens) {
     SCOPED_TRACE("token " + std::to_string(t));
     const llm_token bad[2] = {p[0], t};
     EXPECT_FAIL(llm_generate(s, bad, 2, &gp, &gr), LLM_ERR_INVALID_ARGUMENT, "token");
+    still_empty("invalid token id");
   }
-  EXPECT_EQ(NTokens(s), 0u) << "a rejected generate appended tokens";
   // Nothing to continue from: no prompt and no logits.
   EXPECT_FAIL(llm_generate(s, p.data(), 0, &gp, &gr), LLM_ERR_INVALID_ARGUMENT, "logits",
               "prefill", "prompt");
+  still_empty("n 0 without logits");
   // A prompt longer than n_ctx.
   EXPECT_FAIL(llm_generate(s, p.data(), 33, &gp, &gr), LLM_ERR_CONTEXT_FULL, "n_ctx", "context");
-  EXPECT_EQ(NTokens(s), 0u);
+  still_empty("prompt longer than n_ctx");
+  EXPECT_FAIL(llm_generate(s, p.data(), kSizeMax, &gp, &gr), LLM_ERR_CONTEXT_FULL, "n_ctx",
+              "context");
+  still_empty("n SIZE_MAX");
   // And a valid call still works; result may be NULL.
   ASSERT_LLM_OK(llm_generate(s, p.data(), 3, &gp, &gr));
   EXPECT_LE(gr.n_generated, 2);
