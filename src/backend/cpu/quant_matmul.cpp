@@ -33,9 +33,10 @@ qmm::Kernel PickKernel(DType t) {
 
 // Quantizes one row of n (multiple of 32) floats to 8 bits per 32-block:
 // d = max|x| / 127, q = round(x / d) (as ggml's quantize_row_q8_0/q8_1, with
-// d kept in f32), s = d * sum(q). A block holding inf/NaN gets d = NaN so the
-// outputs it feeds become NaN instead of silently finite.
-void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* d, float* s) {
+// d kept in f32), s = d * sum(q); ds receives (d, s) per block. A block
+// holding inf/NaN gets d = s = NaN so the outputs it feeds become NaN instead
+// of silently finite.
+void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* ds) {
   for (int64_t b = 0; b < n / qmm::kActBlock; ++b) {
     const float* xb = x + b * qmm::kActBlock;
     float amax = 0.0f;
@@ -47,7 +48,7 @@ void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* d, float* s) {
     int8_t* qb = q + b * qmm::kActBlock;
     if (!finite) {
       std::fill(qb, qb + qmm::kActBlock, int8_t{0});
-      d[b] = s[b] = std::nanf("");
+      ds[2 * b] = ds[2 * b + 1] = std::nanf("");
       continue;
     }
     const float db = amax / 127.0f;
@@ -65,8 +66,8 @@ void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* d, float* s) {
       qb[j] = static_cast<int8_t>(i);
       sum += i;
     }
-    d[b] = db;
-    s[b] = db * static_cast<float>(sum);
+    ds[2 * b] = db;
+    ds[2 * b + 1] = db * static_cast<float>(sum);
   }
 }
 
@@ -84,19 +85,16 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
   acts.n_rows = n_rows;
   acts.n_in = n_in;
   std::vector<int8_t> q;
-  std::vector<float> d, s;
+  std::vector<float> ds;
   if (qmm::UsesQuantizedActs(wtype)) {
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
-    d.resize(static_cast<size_t>(n_rows * nb));
-    s.resize(static_cast<size_t>(n_rows * nb));
+    ds.resize(static_cast<size_t>(2 * n_rows * nb));
     for (int64_t r = 0; r < n_rows; ++r) {
-      QuantizeRowQ8(x + r * x_stride, n_in, q.data() + r * n_in, d.data() + r * nb,
-                    s.data() + r * nb);
+      QuantizeRowQ8(x + r * x_stride, n_in, q.data() + r * n_in, ds.data() + 2 * r * nb);
     }
     acts.q = q.data();
-    acts.d = d.data();
-    acts.s = s.data();
+    acts.ds = ds.data();
     acts.n_blocks = nb;
   }
 

@@ -27,19 +27,28 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 #include "backend/cpu/quant_matmul_simd.inc"
 
-// Two f16 values (a in lane 0, b in lane 1) as f32.
-inline __m128 Half2(uint16_t a, uint16_t b) {
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(a | (static_cast<uint32_t>(b) << 16))));
+// Weight scales of blocks b, b+1 as f32 lanes [d0, m0, d1, m1] (Q4_1: d and
+// m are adjacent f16s) or [d0, 0, d1, 0] (Q8_0, Q4_0): lane-aligned with the
+// activations' (d, s) pairs, so one multiply gives both products.
+template <typename Block>
+inline __m128 WeightScales2(const Block* blk, bool with_min) {
+  if (with_min) {
+    uint32_t p0, p1;
+    __builtin_memcpy(&p0, &blk[0].d, 4);
+    __builtin_memcpy(&p1, &blk[1].d, 4);
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(p0)), static_cast<int>(p1), 1));
+  }
+  return _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(blk[0].d), blk[1].d, 2));
 }
 
-// Two consecutive floats p[0], p[1] into lanes 0, 1.
+// Two consecutive floats p[0], p[1] into lanes 0, 1 (lanes 2, 3 zero).
 inline __m128 Load2(const float* p) {
   return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
 }
 
-// Lanes 0..7 = v[0], lanes 8..15 = v[1].
-inline __m512 Broadcast2(__m128 v) {
-  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+// Lanes 0..7 = v[0], lanes 8..15 = v[2].
+inline __m512 BroadcastLanes02(__m128 v) {
+  const __m512i idx = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
 }
 
@@ -109,7 +118,7 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
   const Block* blk = reinterpret_cast<const Block*>(wrow);
   const int64_t nb = a.n_blocks;
   __m512 acc[R];
-  __m128 accm[R];  // Q4_1: sum of m * s (lanes 0 and 1)
+  __m128 accm[R];  // Q4_1: sums of m * s in lanes 1 and 3
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm512_setzero_ps();
     accm[r] = _mm_setzero_ps();
@@ -119,17 +128,16 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
     __m512i wu;
     __mmask64 neg;
     LoadPair<T>(blk + b, &wu, &neg);
-    const __m128 dw = Half2(blk[b].d, blk[b + 1].d);
-    __m128 mw = _mm_setzero_ps();
-    if constexpr (T == DType::kQ4_1) mw = Half2(blk[b].m, blk[b + 1].m);
+    const __m128 wdm = WeightScales2(blk + b, T == DType::kQ4_1);
     for (int r = 0; r < R; ++r) {
       const int64_t row = r0 + r;
       __m512i xq = _mm512_loadu_si512(a.q + row * a.n_in + b * 32);
       if constexpr (T != DType::kQ4_1) xq = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
       const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, xq);
-      const __m512 scale = Broadcast2(_mm_mul_ps(dw, Load2(a.d + row * nb + b)));
-      acc[r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[r]);
-      if constexpr (T == DType::kQ4_1) accm[r] = _mm_fmadd_ps(mw, Load2(a.s + row * nb + b), accm[r]);
+      // p = [dw0*d0, mw0*s0, dw1*d1, mw1*s1]
+      const __m128 p = _mm_mul_ps(wdm, _mm_loadu_ps(a.ds + 2 * (row * nb + b)));
+      acc[r] = _mm512_fmadd_ps(BroadcastLanes02(p), _mm512_cvtepi32_ps(isum), acc[r]);
+      if constexpr (T == DType::kQ4_1) accm[r] = _mm_add_ps(accm[r], p);  // lanes 1, 3
     }
   }
   __m256 tail[R];
@@ -138,21 +146,18 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
     __m256i wu;
     __mmask32 neg;
     LoadOne<T>(blk + b, &wu, &neg);
-    const float dw = _cvtsh_ss(blk[b].d);
-    float mw = 0.0f;
-    if constexpr (T == DType::kQ4_1) mw = _cvtsh_ss(blk[b].m);
+    // [dw, mw, 0, 0] (mw = 0 for the types without a min)
+    uint32_t dm = blk[b].d;
+    if constexpr (T == DType::kQ4_1) __builtin_memcpy(&dm, &blk[b].d, 4);
+    const __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
     for (int r = 0; r < R; ++r) {
       const int64_t row = r0 + r;
       __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row * a.n_in + b * 32));
       if constexpr (T != DType::kQ4_1) xq = _mm256_mask_sub_epi8(xq, neg, _mm256_setzero_si256(), xq);
       const __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xq);
-      const float scale = dw * a.d[row * nb + b];
-      tail[r] = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(isum));
-      if constexpr (T == DType::kQ4_1) {
-        // Full-width FMA: lane 1 of accm must survive (0 * 0 + accm[1]);
-        // _mm_fmadd_ss would copy lane 1 from its first operand.
-        accm[r] = _mm_fmadd_ps(_mm_set_ss(mw), _mm_set_ss(a.s[row * nb + b]), accm[r]);
-      }
+      const __m128 p = _mm_mul_ps(wdm, Load2(a.ds + 2 * (row * nb + b)));  // [dw*d, mw*s, 0, 0]
+      tail[r] = _mm256_mul_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(isum));
+      if constexpr (T == DType::kQ4_1) accm[r] = _mm_add_ps(accm[r], p);  // lane 1
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -160,7 +165,9 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
         _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)), tail[r]);
     __m128 total = _mm_set_ss(HSum256(s8));
     if constexpr (T == DType::kQ4_1) {
-      total = _mm_add_ss(total, _mm_add_ss(accm[r], _mm_movehdup_ps(accm[r])));
+      // min terms: lanes 1 and 3
+      const __m128 m13 = _mm_movehdup_ps(accm[r]);  // [a1, a1, a3, a3]
+      total = _mm_add_ss(total, _mm_add_ss(m13, _mm_movehl_ps(m13, m13)));
     }
     y[(r0 + r) * y_stride + o] = _mm_cvtss_f32(total);
   }

@@ -15,17 +15,17 @@ constexpr int64_t kActBlock = 32;
 
 // Activations as the kernels see them. Always: x (f32) rows. For the 8-bit
 // types additionally the per-row quantized copy (same for every SIMD level):
-//   q    [n_rows][n_in]        int8, q = round(x / d)
-//   d    [n_rows][n_blocks]    f32 scale of each 32-block = max|x| / 127
-//   s    [n_rows][n_blocks]    f32 d * sum(q) of the block (for Q4_1's min)
+//   q    [n_rows][n_in]           int8, q = round(x / d)
+//   ds   [n_rows][n_blocks][2]    f32 pairs (d, s) per 32-block:
+//        d = max|x| / 127 (the scale), s = d * sum(q) (for Q4_1's min term).
+//        Interleaved so one load gives both, matching Q4_1's (d, m) pair.
 struct Acts {
   const float* x = nullptr;
   size_t x_stride = 0;
   int64_t n_rows = 0;
   int64_t n_in = 0;
   const int8_t* q = nullptr;
-  const float* d = nullptr;
-  const float* s = nullptr;
+  const float* ds = nullptr;
   int64_t n_blocks = 0;
 };
 

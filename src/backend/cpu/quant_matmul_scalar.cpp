@@ -56,12 +56,12 @@ void KernelQ8_0(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
         reinterpret_cast<const BlockQ8_0*>(static_cast<const char*>(W) + o * row_bytes);
     for (int64_t r = 0; r < a.n_rows; ++r) {
       const int8_t* q = a.q + r * a.n_in;
-      const float* d = a.d + r * a.n_blocks;
+      const float* ds = a.ds + 2 * r * a.n_blocks;
       float acc = 0.0f;
       for (int64_t b = 0; b < a.n_blocks; ++b) {
         int32_t isum = 0;
         for (int j = 0; j < 32; ++j) isum += blocks[b].qs[j] * q[b * 32 + j];
-        acc += (F16ToF32(blocks[b].d) * d[b]) * static_cast<float>(isum);
+        acc += (F16ToF32(blocks[b].d) * ds[2 * b]) * static_cast<float>(isum);
       }
       y[r * y_stride + o] = acc;
     }
@@ -75,7 +75,7 @@ void KernelQ4_0(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
         reinterpret_cast<const BlockQ4_0*>(static_cast<const char*>(W) + o * row_bytes);
     for (int64_t r = 0; r < a.n_rows; ++r) {
       const int8_t* q = a.q + r * a.n_in;
-      const float* d = a.d + r * a.n_blocks;
+      const float* ds = a.ds + 2 * r * a.n_blocks;
       float acc = 0.0f;
       for (int64_t b = 0; b < a.n_blocks; ++b) {
         int32_t isum = 0;
@@ -83,7 +83,7 @@ void KernelQ4_0(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
           isum += ((blocks[b].qs[j] & 0xF) - 8) * q[b * 32 + j];
           isum += ((blocks[b].qs[j] >> 4) - 8) * q[b * 32 + 16 + j];
         }
-        acc += (F16ToF32(blocks[b].d) * d[b]) * static_cast<float>(isum);
+        acc += (F16ToF32(blocks[b].d) * ds[2 * b]) * static_cast<float>(isum);
       }
       y[r * y_stride + o] = acc;
     }
@@ -97,8 +97,7 @@ void KernelQ4_1(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
         reinterpret_cast<const BlockQ4_1*>(static_cast<const char*>(W) + o * row_bytes);
     for (int64_t r = 0; r < a.n_rows; ++r) {
       const int8_t* q = a.q + r * a.n_in;
-      const float* d = a.d + r * a.n_blocks;
-      const float* s = a.s + r * a.n_blocks;
+      const float* ds = a.ds + 2 * r * a.n_blocks;
       float acc = 0.0f;
       for (int64_t b = 0; b < a.n_blocks; ++b) {
         int32_t isum = 0;
@@ -107,8 +106,8 @@ void KernelQ4_1(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
           isum += (blocks[b].qs[j] >> 4) * q[b * 32 + 16 + j];
         }
         // sum_j (dw*qw_j + m) * dx*qx_j = dw*dx*isum + m * (dx*sum(qx)).
-        acc += (F16ToF32(blocks[b].d) * d[b]) * static_cast<float>(isum);
-        acc += F16ToF32(blocks[b].m) * s[b];
+        acc += (F16ToF32(blocks[b].d) * ds[2 * b]) * static_cast<float>(isum);
+        acc += F16ToF32(blocks[b].m) * ds[2 * b + 1];
       }
       y[r * y_stride + o] = acc;
     }
