@@ -11,6 +11,7 @@
 // milliseconds and know the byte offset of every header field; a few repeat
 // on the real SmolLM2-135M model (skipped when it is absent, failed in CI).
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -221,6 +222,57 @@ TEST(AbiStatus, NullLogCallbackDiscards) {
               "/nonexistent/x.gguf");
   EXPECT_EQ(m, Sentinel<llm_model>());
   EXPECT_LLM_OK(llm_set_log_callback(nullptr, nullptr, LLM_LOG_ERROR));
+}
+
+// The header promises the library never writes to stdout/stderr: run a load,
+// a session and some failures with both descriptors pointing at a file.
+TEST(AbiStatus, LibraryIsQuiet) {
+  TempFile sink(nullptr, 0);
+  ASSERT_TRUE(sink.ok());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = ::dup(1), saved_err = ::dup(2);
+  const int fd = ::open(sink.path().c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
+  {
+    llm_model *m = nullptr;
+    llm_model_load("/nonexistent/quiet.gguf", nullptr, &m);
+    std::vector<uint8_t> cut(Tiny().bytes.begin(), Tiny().bytes.begin() + 1000);
+    llm_model_load_from_memory(cut.data(), cut.size(), nullptr, &m);
+    if (LoadBytes(Tiny().bytes, &m) == LLM_OK) {
+      llm_session *s = nullptr;
+      if (llm_session_create(m, nullptr, &s) == LLM_OK) {
+        const llm_token t[2] = {TinyVocab::kHello, TinyVocab::kSpaceWorld};
+        llm_token out;
+        llm_session_prefill(s, t, 2);
+        llm_session_decode(s, &out);
+        llm_session_prefill(s, nullptr, 0);
+        llm_session_free(s);
+      }
+      llm_model_free(m);
+    }
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(saved_out, 1);
+  ::dup2(saved_err, 2);
+  ::close(saved_out);
+  ::close(saved_err);
+  ::close(fd);
+  struct stat st;
+  ASSERT_EQ(::stat(sink.path().c_str(), &st), 0);
+  std::string written;
+  if (st.st_size > 0) {
+    FILE *fp = std::fopen(sink.path().c_str(), "rb");
+    std::vector<char> buf(static_cast<size_t>(std::min<off_t>(st.st_size, 2000)));
+    if (fp != nullptr) {
+      written.assign(buf.data(), std::fread(buf.data(), 1, buf.size(), fp));
+      std::fclose(fp);
+    }
+  }
+  EXPECT_EQ(st.st_size, 0) << "libllm wrote to stdout/stderr:\n" << written;
 }
 
 // ---- NULL pointers where no model is needed ---------------------------------
@@ -1263,6 +1315,54 @@ TEST(AbiCorruptModel, ProgressCallbackCancels) {
     EXPECT_EQ(m, Sentinel<llm_model>());
   }
 }
+
+// The tiny models committed under tests/data/tiny (tools/make_tiny_models.py)
+// carry the other tensor types (F16, BF16, Q4_0, Q4_K, Q6_K, Q8_0): each loads
+// whole, and every truncation of it is LLM_ERR_BAD_MODEL. One buffer serves
+// all lengths here (the exactly-sized copies are in TruncatedAnywhere).
+class AbiCommittedTiny : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(AbiCommittedTiny, LoadsWholeAndRejectsEveryTruncation) {
+  const std::string path = llm_abi_test::TinyModelPath(GetParam());
+  LLM_ABI_REQUIRE_FILE(path);
+  std::vector<uint8_t> bytes;
+  {
+    FILE *fp = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(fp, nullptr) << path;
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+    std::fclose(fp);
+  }
+  llm_model *m = nullptr;
+  ASSERT_LLM_OK(LoadBytes(bytes, &m));
+  llm_model_free(m);
+  const size_t size = bytes.size();
+  std::vector<size_t> lengths;
+  for (size_t n = 1; n < std::min<size_t>(size, 4096); ++n) lengths.push_back(n);
+  for (size_t n = 4096; n < std::min<size_t>(size, 65536); n += 61) lengths.push_back(n);
+  for (size_t n = 65536; n < size; n += 8191) lengths.push_back(n);
+  lengths.push_back(size - 1);
+  std::vector<std::string> failures;
+  for (size_t n : lengths) {
+    llm_model *t = Sentinel<llm_model>();
+    const llm_status st = llm_model_load_from_memory(bytes.data(), n, nullptr, &t);
+    const std::string msg = llm_last_error();
+    if (st != LLM_ERR_BAD_MODEL || msg.empty() || t != Sentinel<llm_model>()) {
+      failures.push_back("length " + std::to_string(n) + ": " + StatusName(st) + ", \"" + msg +
+                         "\"");
+    }
+    if (st == LLM_OK) llm_model_free(t);
+  }
+  std::string report;
+  for (size_t i = 0; i < failures.size() && i < 25; ++i) report += "\n  " + failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << lengths.size()
+                                << " truncations of " << path
+                                << " were not LLM_ERR_BAD_MODEL with a message:" << report;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AbiCommittedTiny,
+                         ::testing::Values("F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"));
 
 // ---- the real model ---------------------------------------------------------
 
