@@ -11,7 +11,7 @@ namespace {
 // so that Sample never misbehaves on them.
 bool GreedyTemperature(float t) { return !(t > 0.0f) || !std::isfinite(t); }
 bool TopPActive(float p) { return p < 1.0f && p >= 0.0f; }  // false for NaN
-bool MinPActive(float p) { return p > 0.0f && p <= 1.0f; }     // false for NaN
+bool MinPActive(float p) { return p > 0.0f && p <= 1.0f; }  // false for NaN
 float FiniteOr(float v, float fallback) { return std::isfinite(v) ? v : fallback; }
 
 }  // namespace
@@ -171,7 +171,8 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   if (TopPActive(config_.top_p) && size > 1) {
     double max_logit = candidates_[0].logit;
     if (!sorted) {
-      for (size_t i = 0; i < size; ++i) max_logit = std::max<double>(max_logit, candidates_[i].logit);
+      for (size_t i = 0; i < size; ++i)
+        max_logit = std::max<double>(max_logit, candidates_[i].logit);
     }
     double total = 0.0;
     for (size_t i = 0; i < size; ++i) {
@@ -206,12 +207,14 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   if (MinPActive(config_.min_p) && size > 1) {
     double max_logit = candidates_[0].logit;
     if (!sorted) {
-      for (size_t i = 0; i < size; ++i) max_logit = std::max<double>(max_logit, candidates_[i].logit);
+      for (size_t i = 0; i < size; ++i)
+        max_logit = std::max<double>(max_logit, candidates_[i].logit);
     }
     const double threshold = max_logit + std::log(static_cast<double>(config_.min_p));
     size_t kept = 0;
     for (size_t i = 0; i < size; ++i) {
-      if (static_cast<double>(candidates_[i].logit) >= threshold) candidates_[kept++] = candidates_[i];
+      if (static_cast<double>(candidates_[i].logit) >= threshold)
+        candidates_[kept++] = candidates_[i];
     }
     size = kept;  // >= 1: the maximum always passes (log(min_p) <= 0)
   }
@@ -228,7 +231,8 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   weights_.clear();
   double sum = 0.0;
   for (size_t i = 0; i < size; ++i) {
-    weights_.push_back(std::exp((static_cast<double>(candidates_[i].logit) - max_logit) * inv_temp));
+    weights_.push_back(
+        std::exp((static_cast<double>(candidates_[i].logit) - max_logit) * inv_temp));
     sum += weights_.back();
   }
   const double target = rng.Uniform() * sum;

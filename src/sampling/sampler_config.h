@@ -8,14 +8,14 @@
 namespace llm {
 
 struct SamplerConfig {
-  float temperature = 0.8f;       // <= 0: greedy argmax (ties -> lowest id)
-  int32_t top_k = 40;             // <= 0: off
-  float top_p = 0.95f;            // >= 1: off; 0 keeps only the most likely token
-  float min_p = 0.05f;            // 0: off; keep tokens with p >= min_p * p_max
-  float repeat_penalty = 1.0f;    // 1: off; > 1 discourages repeats
-  float presence_penalty = 0.0f;  // 0: off; subtracted once from seen tokens
-  float frequency_penalty = 0.0f; // 0: off; subtracted per occurrence
-  int32_t penalty_last_n = 64;    // history tokens the penalties look at; 0: off, -1: all
+  float temperature = 0.8f;        // <= 0: greedy argmax (ties -> lowest id)
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // >= 1: off; 0 keeps only the most likely token
+  float min_p = 0.05f;             // 0: off; keep tokens with p >= min_p * p_max
+  float repeat_penalty = 1.0f;     // 1: off; > 1 discourages repeats
+  float presence_penalty = 0.0f;   // 0: off; subtracted once from seen tokens
+  float frequency_penalty = 0.0f;  // 0: off; subtracted per occurrence
+  int32_t penalty_last_n = 64;     // history tokens the penalties look at; 0: off, -1: all
 };
 
 // Refuses (LLM_ERR_INVALID_ARGUMENT, the message names the field):

@@ -153,7 +153,7 @@ std::string RenderLlama3(absl::Span<const ChatMessage> messages, const ChatForma
   std::string out(o.bos_text);
   for (const ChatMessage& m : messages) {
     Append(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                    StripPythonWhitespace(m.content), "<|eot_id|>");
+           StripPythonWhitespace(m.content), "<|eot_id|>");
   }
   if (o.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -372,8 +372,7 @@ absl::StatusOr<std::string> FormatChat(ChatTemplate tmpl, absl::Span<const ChatM
     case ChatTemplate::kChatML:
       break;
   }
-  return Errorf(LLM_ERR_INVALID_ARGUMENT, "unknown chat template value %d",
-                static_cast<int>(tmpl));
+  return Errorf(LLM_ERR_INVALID_ARGUMENT, "unknown chat template value %d", static_cast<int>(tmpl));
 }
 
 absl::StatusOr<std::string> FormatChat(ChatTemplate tmpl, absl::Span<const ChatMessage> messages,

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -80,8 +80,9 @@ std::vector<float> ExpectedPenalized(std::vector<float> logits, const std::vecto
 // Probability of each token after penalties -> top_k -> top_p -> min_p ->
 // temperature -> softmax, in double. Also reports how close any top_p/min_p
 // decision came to its threshold, so a test can refuse ambiguous inputs.
-std::vector<double> ExpectedProbs(const std::vector<float>& raw, const std::vector<int32_t>& history,
-                                  const SamplerConfig& c, double* closest_call) {
+std::vector<double> ExpectedProbs(const std::vector<float>& raw,
+                                  const std::vector<int32_t>& history, const SamplerConfig& c,
+                                  double* closest_call) {
   const std::vector<float> logits = ExpectedPenalized(raw, history, c);
   std::vector<std::pair<double, int>> v;  // (logit, id)
   for (int i = 0; i < static_cast<int>(logits.size()); ++i) v.push_back({logits[i], i});
@@ -276,7 +277,8 @@ TEST(SamplerDistribution, MatchesChainDistribution) {
     // Far in the tail of chi-square(df): mean df, sd sqrt(2 df).
     const double bound = df + 6.0 * std::sqrt(2.0 * df) + 10.0;
     EXPECT_LT(chi2, bound) << "df=" << df;
-    if (getenv("LLM_TEST_VERBOSE")) printf("%s chi2=%.1f df=%d kept=%zu\n", dc.name, chi2, df, kept);
+    if (getenv("LLM_TEST_VERBOSE"))
+      printf("%s chi2=%.1f df=%d kept=%zu\n", dc.name, chi2, df, kept);
   }
 }
 
@@ -377,20 +379,19 @@ TEST(SamplerRobustness, NaNAndInfLogitsAreNeverChosen) {
       l = -kInf;
     }
   }
-  for (const SamplerConfig& c :
-       {Off(), SamplerConfig(),
-        [] {
-          SamplerConfig g = Off();
-          g.temperature = 0.0f;
-          return g;
-        }(),
-        [] {
-          SamplerConfig p = Off();
-          p.top_p = 0.5f;
-          p.repeat_penalty = 1.5f;
-          p.frequency_penalty = 1.0f;
-          return p;
-        }()}) {
+  for (const SamplerConfig& c : {Off(), SamplerConfig(),
+                                 [] {
+                                   SamplerConfig g = Off();
+                                   g.temperature = 0.0f;
+                                   return g;
+                                 }(),
+                                 [] {
+                                   SamplerConfig p = Off();
+                                   p.top_p = 0.5f;
+                                   p.repeat_penalty = 1.5f;
+                                   p.frequency_penalty = 1.0f;
+                                   return p;
+                                 }()}) {
     Sampler s(c);
     Rng rng(77);
     std::vector<int32_t> history;

@@ -44,7 +44,8 @@ class JsonParser {
 
  private:
   void Ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t')) {
+    while (p_ < t_.size() &&
+           (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t')) {
       ++p_;
     }
   }
@@ -102,14 +103,30 @@ class JsonParser {
       if (p_ >= t_.size()) return false;
       const char e = t_[p_++];
       switch (e) {
-        case '"': *s += '"'; break;
-        case '\\': *s += '\\'; break;
-        case '/': *s += '/'; break;
-        case 'b': *s += '\b'; break;
-        case 'f': *s += '\f'; break;
-        case 'n': *s += '\n'; break;
-        case 'r': *s += '\r'; break;
-        case 't': *s += '\t'; break;
+        case '"':
+          *s += '"';
+          break;
+        case '\\':
+          *s += '\\';
+          break;
+        case '/':
+          *s += '/';
+          break;
+        case 'b':
+          *s += '\b';
+          break;
+        case 'f':
+          *s += '\f';
+          break;
+        case 'n':
+          *s += '\n';
+          break;
+        case 'r':
+          *s += '\r';
+          break;
+        case 't':
+          *s += '\t';
+          break;
         case 'u': {
           uint32_t cp;
           if (!Hex4(&cp)) return false;
@@ -121,7 +138,8 @@ class JsonParser {
           AppendUtf8(cp, s);
           break;
         }
-        default: return false;
+        default:
+          return false;
       }
     }
     return false;
