@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/quant_matmul.h"
@@ -76,6 +77,33 @@ void BM_MatMulF32(benchmark::State& state) {
 BENCHMARK(BM_MatMulF32)
     ->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->Args({64, 576, 576, 2})
     ->Args({128, 1536, 576, 2})->UseRealTime();
+
+// Decode attention of one token over n_kv cached positions (SmolLM2 heads:
+// 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1).
+// Bytes = the K and V read.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int64_t n_kv = state.range(0), n_head = 9, n_head_kv = 3, hd = 64;
+  const bool f16 = state.range(1) != 0;
+  const size_t elems = static_cast<size_t>(n_kv * n_head_kv * hd);
+  std::vector<float> kf(elems, 0.01f), vf(elems, 0.02f), q(n_head * hd, 0.1f), out(n_head * hd);
+  std::vector<uint16_t> kh(elems, F32ToF16(0.01f)), vh(elems, F32ToF16(0.02f));
+  KvView kv;
+  kv.k = f16 ? static_cast<const void*>(kh.data()) : kf.data();
+  kv.v = f16 ? static_cast<const void*>(vh.data()) : vf.data();
+  kv.f16 = f16;
+  kv.n_head_kv = n_head_kv;
+  kv.head_dim = hd;
+  kv.row_stride = static_cast<size_t>(n_head_kv * hd);
+  for (auto _ : state) {
+    auto s = Attention(q.data(), 1, n_head, n_kv - 1, kv, out.data(), nullptr);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
+                          static_cast<int64_t>(elems * (f16 ? 2 : 4)));
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+}
+BENCHMARK(BM_AttentionDecode)->Args({1024, 1})->Args({1024, 0});
 
 }  // namespace
 }  // namespace llm

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
 #include "core/half.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -21,6 +22,8 @@ namespace {
 
 using testing_util::FreshSeed;
 using testing_util::RandomVector;
+using testing_util::SimdLevelGuard;
+using testing_util::SupportedLevels;
 
 struct Kv {
   std::vector<float> k, v;        // f32 copy (after f16 rounding if f16)
@@ -64,10 +67,14 @@ std::vector<double> Dense(const std::vector<float>& src, int64_t n_pos, int64_t 
 }
 
 TEST(AttentionTest, MatchesFloat64Reference) {
+  SimdLevelGuard guard;
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   ThreadPool pool(2);
+  for (SimdLevel level : SupportedLevels()) {
+  SetSimdLevelForTesting(level);
+  SCOPED_TRACE(SimdLevelName(level));
   struct Case { int64_t n_q, n_head, n_head_kv, head_dim, pos0, pad; };
   for (const Case& c : {Case{1, 9, 3, 64, 0, 0}, Case{1, 9, 3, 64, 36, 0}, Case{7, 9, 3, 64, 0, 0},
                         Case{5, 4, 4, 33, 11, 3}, Case{3, 8, 1, 128, 200, 5},
@@ -95,17 +102,23 @@ TEST(AttentionTest, MatchesFloat64Reference) {
       }
     }
   }
+  }
 }
 
 // A prefill of n_q tokens gives the same bits as n_q one-token decodes, with
 // or without threads.
 TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
+  SimdLevelGuard guard;
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   ThreadPool pool(2);
+  for (SimdLevel level : SupportedLevels()) {
+  SetSimdLevelForTesting(level);
+  SCOPED_TRACE(SimdLevelName(level));
+  for (bool f16 : {true, false}) {
   const int64_t n_head = 9, n_head_kv = 3, hd = 64, pos0 = 4, n_q = 6;
-  Kv kv = MakeKv(rng, pos0 + n_q, n_head_kv, hd, true, 0);
+  Kv kv = MakeKv(rng, pos0 + n_q, n_head_kv, hd, f16, f16 ? 0 : 3);
   const std::vector<float> q = RandomVector(rng, n_q * n_head * hd);
   std::vector<float> all(q.size()), all_mt(q.size()), step(n_head * hd);
   ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all.data(), nullptr).ok());
@@ -117,6 +130,8 @@ TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
             .ok());
     ASSERT_EQ(0, std::memcmp(step.data(), all.data() + t * n_head * hd, step.size() * sizeof(float)))
         << "t=" << t;
+  }
+  }
   }
 }
 

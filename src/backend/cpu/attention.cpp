@@ -1,5 +1,8 @@
 #include "backend/cpu/attention.h"
 
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/cpu_features.h"
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -69,6 +72,10 @@ void AttendOne(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float
 
 }  // namespace
 
+namespace attn {
+AttendFn ScalarAttend() { return &AttendOne; }
+}  // namespace attn
+
 absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
                        float* out, ThreadPool* pool) {
   if (n_q < 0 || n_head <= 0 || pos0 < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
@@ -87,13 +94,15 @@ absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0
   const int64_t group = n_head / kv.n_head_kv;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t n_tasks = n_q * n_head;
+  const attn::AttendFn attend =
+      ActiveSimdLevel() == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(pos0 + n_q));
     std::vector<float> acc(static_cast<size_t>(hd));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / n_head, h = task % n_head;
       const float* qh = q + (t * n_head + h) * hd;
-      AttendOne(qh, pos0 + t + 1, h / group, kv, scale, scores.data(), acc.data(),
+      attend(qh, pos0 + t + 1, h / group, kv, scale, scores.data(), acc.data(),
                 out + (t * n_head + h) * hd);
     }
   };

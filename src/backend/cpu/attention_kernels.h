@@ -1,0 +1,22 @@
+// Private to backend/cpu: the per-ISA inner loop of Attention (attention.cpp
+// validates, splits (query, head) pairs over threads and dispatches).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/attention.h"
+
+namespace llm {
+namespace attn {
+
+// One (query, head): out[head_dim] = softmax(q . K^T * scale) V over kv
+// positions 0 .. n_kv-1 of kv head g. scores: n_kv floats of scratch.
+// The arithmetic is a fixed sequence given (n_kv, head_dim, level).
+using AttendFn = void (*)(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+                          float* scores, float* acc, float* out);
+
+AttendFn ScalarAttend();
+AttendFn Avx2Attend();  // AVX2 + FMA + F16C (also used at the AVX-512 level)
+
+}  // namespace attn
+}  // namespace llm
