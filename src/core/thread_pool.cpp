@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <dirent.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -178,6 +179,13 @@ int PhysicalCoreCount() {
     n = 0;
   }
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  // Never more than the CPUs this process may run on (taskset, cgroup cpusets).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int allowed = CPU_COUNT(&set);
+    if (allowed > 0) n = std::min(n, allowed);
+  }
   return std::max(1, n);
 }
 

@@ -66,7 +66,8 @@ class ThreadPool {
 
 // Number of physical cores (hyper-threads of one core count once), from
 // /sys/devices/system/cpu/cpu*/topology, else /proc/cpuinfo, else
-// std::thread::hardware_concurrency(); always >= 1.
+// std::thread::hardware_concurrency(); capped by the CPUs this process may
+// run on (sched_getaffinity); always >= 1. The default decode thread count.
 int PhysicalCoreCount();
 
 }  // namespace llm

@@ -1,0 +1,61 @@
+// SIMD detection vs the kernel's own view (/proc/cpuinfo flags, which Linux
+// fills from cpuid and clears when the OS does not save the registers), and
+// the test override's clamping.
+#include "backend/cpu/cpu_features.h"
+
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace llm {
+namespace {
+
+std::set<std::string> CpuinfoFlags() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(f, line)) {
+    if (line.compare(0, 5, "flags") != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w) flags.insert(w);
+    break;
+  }
+  return flags;
+}
+
+TEST(CpuFeaturesTest, DetectionAgreesWithProcCpuinfo) {
+  const std::set<std::string> flags = CpuinfoFlags();
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags on this system";
+  auto has = [&](const char* f) { return flags.count(f) > 0; };
+  SimdLevel expect = SimdLevel::kScalar;
+  if (has("avx2") && has("fma") && has("f16c")) expect = SimdLevel::kAvx2;
+  if (expect == SimdLevel::kAvx2 && has("avx512f") && has("avx512bw") && has("avx512dq") &&
+      has("avx512vl") && has("avx512_vnni")) {
+    expect = SimdLevel::kAvx512;
+  }
+  EXPECT_EQ(DetectSimdLevel(), expect) << "detected " << SimdLevelName(DetectSimdLevel());
+  EXPECT_EQ(CpuHasAvx512Bf16(), expect == SimdLevel::kAvx512 && has("avx512_bf16"));
+  std::cout << "[ SIMD ] detected " << SimdLevelName(DetectSimdLevel())
+            << (CpuHasAvx512Bf16() ? " (+bf16)" : "") << "\n";
+}
+
+TEST(CpuFeaturesTest, OverrideIsClampedAndResettable) {
+  const SimdLevel best = DetectSimdLevel();
+  SetSimdLevelForTesting(SimdLevel::kScalar);
+  EXPECT_EQ(ActiveSimdLevel(), SimdLevel::kScalar);
+  SetSimdLevelForTesting(SimdLevel::kAvx512);  // never above what the CPU has
+  EXPECT_EQ(ActiveSimdLevel(), best);
+  SetSimdLevelForTesting(std::nullopt);
+  EXPECT_EQ(ActiveSimdLevel(), best);
+  EXPECT_STREQ(SimdLevelName(SimdLevel::kScalar), "scalar");
+  EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx2), "avx2");
+  EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx512), "avx512");
+}
+
+}  // namespace
+}  // namespace llm
