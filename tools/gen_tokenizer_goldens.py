@@ -111,6 +111,16 @@ TEXTS = [
     "emoji👍no space".encode(),
     b"  \t  \n",
     b"\n\n\n    \n",
+    b"a ~x ~~ y~=z ~",
+    b"Hello, world! How are you? I'm fine.",
+    b"$100.00 costs 10,000,000 units; C++ & C# -> x>=y",
+    "\u00bfQu\u00e9 tal? \u00a1Bien! \u00ab\u00bb \u201cquoted\u201d \u2014 dash\u2026".encode(),
+    b"\r\r\n\n\r",
+    b"tab\t\tend\t",
+    b"x" + b" " * 17 + b"y",
+    "\U0001d54f\U0001d566 math \u2211 \u221e \u2260".encode(),
+    b"<unk><s></s><|endoftext|><|im_start|>",
+    b"'s 's ' s'S 'LL",
 ]
 
 

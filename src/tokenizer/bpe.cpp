@@ -1,6 +1,6 @@
 #include "tokenizer/bpe.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "core/status.h"
 #include "tokenizer/unicode.h"
@@ -51,39 +51,35 @@ absl::StatusOr<BpeMerges> BpeMerges::Build(const TokenMap* token_to_id, int32_t 
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
     m.merges_.emplace(key, Merge{static_cast<int32_t>(i), res});  // first rank wins
   }
+  // llama.cpp falls back, for a piece outside the vocabulary, to the tokens
+  // of the single bytes of its encoded text; precompute that per raw byte.
   for (int b = 0; b < 256; ++b) {
-    const char c = static_cast<char>(b);
-    auto it = token_to_id->find(absl::string_view(&c, 1));
-    m.byte_token_[b] = it != token_to_id->end() ? it->second : -1;
+    const std::string& enc = ByteToUnicodeUtf8(static_cast<uint8_t>(b));
+    m.byte_sym_[b] = m.Lookup(enc);
+    for (char c : enc) {
+      auto it = token_to_id->find(absl::string_view(&c, 1));
+      if (it != token_to_id->end()) m.byte_fallback_[b].push_back(it->second);
+    }
   }
   return m;
 }
 
-void BpeMerges::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
-  struct Sym {
-    int32_t id;  // symbol id, -1 if the text is not a known symbol
-    uint32_t start, len;
-    int32_t prev, next;
+void BpeMerges::EncodeWord(std::string_view word, Scratch* scratch, std::vector<int32_t>* out) const {
+  using Sym = Scratch::Sym;
+  using Pair = Scratch::Pair;
+  // Heap order: lowest rank first, then leftmost.
+  auto later = [](const Pair& a, const Pair& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
   };
-  struct Pair {
-    int32_t rank, left, right, left_id, right_id, result;
-  };
-  struct Later {
-    bool operator()(const Pair& a, const Pair& b) const {
-      return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
-    }
-  };
-  std::vector<Sym> syms;
-  syms.reserve(word.size());
-  for (size_t off = 0; off < word.size();) {
-    const size_t n = std::min(word.size() - off, Utf8SeqLen(static_cast<uint8_t>(word[off])));
-    const int32_t idx = static_cast<int32_t>(syms.size());
-    syms.push_back(Sym{Lookup(word.substr(off, n)), static_cast<uint32_t>(off), static_cast<uint32_t>(n),
-                       idx - 1, -1});
-    off += n;
-    if (off < word.size()) syms.back().next = idx + 1;
+  std::vector<Sym>& syms = scratch->syms;
+  std::vector<Pair>& heap = scratch->heap;
+  syms.clear();
+  heap.clear();
+  const int32_t n = static_cast<int32_t>(word.size());
+  for (int32_t i = 0; i < n; ++i) {
+    syms.push_back(Sym{byte_sym_[static_cast<uint8_t>(word[i])], static_cast<uint32_t>(i), 1u, i - 1,
+                       i + 1 < n ? i + 1 : -1});
   }
-  std::priority_queue<Pair, std::vector<Pair>, Later> queue;
   auto add_pair = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const int32_t lid = syms[l].id, rid = syms[r].id;
@@ -91,12 +87,14 @@ void BpeMerges::EncodeWord(std::string_view word, std::vector<int32_t>* out) con
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(lid)) << 32) | static_cast<uint32_t>(rid);
     auto it = merges_.find(key);
     if (it == merges_.end()) return;
-    queue.push(Pair{it->second.rank, l, r, lid, rid, it->second.result});
+    heap.push_back(Pair{it->second.rank, l, r, lid, rid, it->second.result});
+    std::push_heap(heap.begin(), heap.end(), later);
   };
-  for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) add_pair(i - 1, i);
-  while (!queue.empty()) {
-    const Pair p = queue.top();
-    queue.pop();
+  for (int32_t i = 1; i < n; ++i) add_pair(i - 1, i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Pair p = heap.back();
+    heap.pop_back();
     Sym& l = syms[p.left];
     Sym& r = syms[p.right];
     // Stale if either side was merged away or has grown since the push.
@@ -109,15 +107,15 @@ void BpeMerges::EncodeWord(std::string_view word, std::vector<int32_t>* out) con
     add_pair(l.prev, p.left);
     add_pair(p.left, l.next);
   }
-  for (int32_t i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = syms[i].next) {
     const Sym& s = syms[i];
     if (s.id >= 0 && s.id < n_vocab_) {
       out->push_back(s.id);
       continue;
     }
     for (uint32_t k = 0; k < s.len; ++k) {
-      const int32_t t = byte_token_[static_cast<uint8_t>(word[s.start + k])];
-      if (t >= 0) out->push_back(t);
+      const auto& fb = byte_fallback_[static_cast<uint8_t>(word[s.start + k])];
+      out->insert(out->end(), fb.begin(), fb.end());
     }
   }
 }

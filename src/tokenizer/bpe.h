@@ -34,11 +34,26 @@ class BpeMerges {
   static absl::StatusOr<BpeMerges> Build(const TokenMap* token_to_id, int32_t n_vocab,
                                          const std::vector<std::string_view>& merges);
 
-  // Appends the tokens of one word (already byte-encoded: each byte replaced
-  // by its GPT-2 unicode stand-in). Pieces that end up outside the vocabulary
-  // fall back to one token per byte of their text where such a token exists
-  // (llama.cpp's behaviour), else are dropped.
-  void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
+  // Scratch buffers reused across words (one per Tokenize call).
+  struct Scratch {
+    struct Sym {
+      int32_t id;  // symbol id, -1 if the text is not a known symbol
+      uint32_t start, len;
+      int32_t prev, next;
+    };
+    struct Pair {
+      int32_t rank, left, right, left_id, right_id, result;
+    };
+    std::vector<Sym> syms;
+    std::vector<Pair> heap;
+  };
+
+  // Appends the tokens of one word given as raw bytes (the GPT-2 byte
+  // encoding is implied: byte b stands for the symbol ByteToUnicodeUtf8(b)).
+  // Pieces that end up outside the vocabulary fall back to one token per byte
+  // of their encoded text where such a token exists (llama.cpp's behaviour),
+  // else are dropped.
+  void EncodeWord(std::string_view raw_word, Scratch* scratch, std::vector<int32_t>* out) const;
 
   size_t size() const { return merges_.size(); }
 
@@ -54,7 +69,8 @@ class BpeMerges {
   int32_t n_vocab_ = 0;
   TokenMap extra_;                                  // merge-only strings -> id >= n_vocab
   absl::flat_hash_map<uint64_t, Merge> merges_;     // (left id << 32 | right id)
-  int32_t byte_token_[256];                         // token of the raw 1-byte string, or -1
+  int32_t byte_sym_[256];                     // symbol id of byte b's stand-in, or -1
+  std::vector<int32_t> byte_fallback_[256];   // tokens for the encoded bytes of byte b
 };
 
 }  // namespace llm

@@ -7,23 +7,29 @@
 
 namespace llm {
 
-void SpmEncode(const SpmVocab& vocab, std::string_view text, std::vector<int32_t>* out) {
-  struct Sym {
-    uint32_t start, len;
-    int32_t prev, next;
-  };
-  struct Pair {
-    float score;
-    int32_t left, right;
-    uint32_t size;  // bytes of left+right when pushed
-  };
-  struct Lower {
-    bool operator()(const Pair& a, const Pair& b) const {
-      return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-  };
-  std::vector<Sym> syms;
-  syms.reserve(text.size());
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+struct Sym {
+  uint32_t start, len;
+  int32_t prev, next;
+};
+struct Pair {
+  float score;
+  int32_t left, right;
+  uint32_t size;  // bytes of left+right when pushed
+};
+struct Lower {
+  bool operator()(const Pair& a, const Pair& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+using Queue = std::priority_queue<Pair, std::vector<Pair>, Lower>;
+
+void EncodeChunk(const SpmVocab& vocab, std::string_view text, std::vector<Sym>& syms, Queue& queue,
+                 std::vector<int32_t>* out) {
+  syms.clear();
   for (size_t off = 0; off < text.size();) {
     const size_t n = std::min(text.size() - off, Utf8SeqLen(static_cast<uint8_t>(text[off])));
     const int32_t idx = static_cast<int32_t>(syms.size());
@@ -31,10 +37,10 @@ void SpmEncode(const SpmVocab& vocab, std::string_view text, std::vector<int32_t
     off += n;
     if (off < text.size()) syms.back().next = idx + 1;
   }
-  std::priority_queue<Pair, std::vector<Pair>, Lower> queue;
   auto add_pair = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const uint32_t size = syms[l].len + syms[r].len;
+    if (size > vocab.max_token_bytes) return;
     auto it = vocab.token_to_id->find(AbslView(text.substr(syms[l].start, size)));
     if (it == vocab.token_to_id->end()) return;
     queue.push(Pair{(*vocab.scores)[static_cast<size_t>(it->second)], l, r, size});
@@ -70,6 +76,40 @@ void SpmEncode(const SpmVocab& vocab, std::string_view text, std::vector<int32_t
       }
     }
   }
+}
+
+}  // namespace
+
+bool SpmHasInnerSpace(std::string_view t) {
+  for (size_t k = t.find(kSpace, 1); k != std::string_view::npos; k = t.find(kSpace, k + 1)) {
+    if (k < 3 || t.substr(k - 3, 3) != kSpace) return true;
+  }
+  return false;
+}
+
+void SpmEncode(const SpmVocab& vocab, std::string_view text, std::vector<int32_t>* out) {
+  std::vector<Sym> syms;
+  Queue queue;  // always drained by EncodeChunk
+  if (!vocab.split_before_spaces) {
+    EncodeChunk(vocab, text, syms, queue, out);
+    return;
+  }
+  // Chunks end before each U+2581 symbol that follows a non-U+2581 symbol.
+  // Walking symbols the way EncodeChunk splits them keeps chunk boundaries on
+  // symbol boundaries even for invalid UTF-8.
+  size_t begin = 0;
+  bool prev_space = false;
+  for (size_t off = 0; off < text.size();) {
+    const size_t n = std::min(text.size() - off, Utf8SeqLen(static_cast<uint8_t>(text[off])));
+    const bool space = text.substr(off, n) == kSpace;
+    if (space && !prev_space && off > begin) {
+      EncodeChunk(vocab, text.substr(begin, off - begin), syms, queue, out);
+      begin = off;
+    }
+    prev_space = space;
+    off += n;
+  }
+  EncodeChunk(vocab, text.substr(begin), syms, queue, out);
 }
 
 }  // namespace llm

@@ -122,6 +122,7 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
     } else {
       texts_[i].assign(tokens[i].data(), tokens[i].size());
     }
+    max_token_bytes_ = std::max(max_token_bytes_, texts_[i].size());
     if (!token_to_id_.emplace(texts_[i], static_cast<int32_t>(i)).second) {
       return Errorf(LLM_ERR_BAD_MODEL, "tokenizer.ggml.tokens: duplicate token text at ids %d and %d",
                     token_to_id_[texts_[i]], static_cast<int>(i));
@@ -156,6 +157,13 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
         it = token_to_id_.find(absl::string_view(&c, 1));
       }
       spm_byte_tokens_[b] = it != token_to_id_.end() ? it->second : -1;
+    }
+    spm_split_before_spaces_ = true;
+    for (const std::string& t : texts_) {
+      if (SpmHasInnerSpace(t)) {
+        spm_split_before_spaces_ = false;
+        break;
+      }
     }
     add_space_prefix_ = true;
     add_bos_ = true;
@@ -327,17 +335,18 @@ std::vector<Tokenizer::Fragment> Tokenizer::PartitionSpecial(std::string_view te
 }
 
 void Tokenizer::TokenizeBpe(std::string_view text, std::vector<int32_t>* out) const {
+  // Decode leniently (invalid bytes -> U+FFFD), split into words, and merge
+  // each word's re-encoded bytes.
   const std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
   const std::vector<size_t> words = PreTokenize(pre_, cpts);
-  std::string utf8, encoded;
+  BpeMerges::Scratch scratch;
+  std::string utf8;
   size_t pos = 0;
   for (size_t len : words) {
     utf8.clear();
     for (size_t i = pos; i < pos + len; ++i) AppendUtf8(cpts[i], &utf8);
     pos += len;
-    encoded.clear();
-    for (char c : utf8) encoded += ByteToUnicodeUtf8(static_cast<uint8_t>(c));
-    merges_->EncodeWord(encoded, out);
+    merges_->EncodeWord(utf8, &scratch, out);
   }
 }
 
@@ -347,6 +356,8 @@ void Tokenizer::TokenizeSpm(std::string_view text, std::vector<int32_t>* out) co
   v.scores = &scores_;
   v.byte_tokens = spm_byte_tokens_;
   v.unk = unk_;
+  v.max_token_bytes = max_token_bytes_;
+  v.split_before_spaces = spm_split_before_spaces_;
   SpmEncode(v, text, out);
 }
 

@@ -143,6 +143,8 @@ class Tokenizer {
   TokenMap token_to_id_;
   std::unique_ptr<BpeMerges> merges_;  // kBpe only
   int32_t spm_byte_tokens_[256];       // kSpm: token of byte b, or -1
+  size_t max_token_bytes_ = 0;
+  bool spm_split_before_spaces_ = false;
   std::vector<int32_t> special_tokens_;  // control/user-defined/unknown, longest text first
   std::vector<uint8_t> eog_;            // [n_vocab] 1 if end of generation
 
