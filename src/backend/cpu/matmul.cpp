@@ -15,6 +15,7 @@ namespace llm {
 namespace {
 
 using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int>;  // m, n, k, n_threads
+constexpr size_t kMaxCachedPrimitives = 1024;
 
 // One CPU engine for the process (oneDNN engines are thread-safe) and the
 // primitive cache. Primitives are immutable and may execute concurrently on
@@ -47,6 +48,9 @@ std::shared_ptr<dnnl::matmul> GetPrimitive(DnnlState& st, int64_t m, int64_t n, 
   const dnnl::matmul::primitive_desc pd(desc, st.engine);
   auto prim = std::make_shared<dnnl::matmul>(pd);
   std::lock_guard<std::mutex> lock(st.mu);
+  // Prefill chunk sizes vary (every m is a new shape): bound the cache. Callers
+  // hold shared_ptrs, so dropping entries never frees a primitive in use.
+  if (st.cache.size() >= kMaxCachedPrimitives) st.cache.clear();
   auto [it, inserted] = st.cache.emplace(key, prim);
   return it->second;
 }
