@@ -102,8 +102,8 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
     std::vector<float> scratch(static_cast<size_t>(n_in));
     kernel(W, row_bytes, o_begin, o_end, acts, y, y_stride, scratch.data());
   };
-  const int64_t work = n_out * n_in * n_rows;
-  if (pool != nullptr && pool->size() > 1 && work >= kMinParallelWork) {
+  const double work = static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows);
+  if (pool != nullptr && pool->size() > 1 && work >= static_cast<double>(kMinParallelWork)) {
     const int64_t n_tasks = (n_out + kRowsPerTask - 1) / kRowsPerTask;
     pool->ParallelFor(n_tasks, [&](int64_t t_begin, int64_t t_end) {
       run_rows(t_begin * kRowsPerTask, std::min(n_out, t_end * kRowsPerTask));
