@@ -48,6 +48,7 @@ def main():
               % sys.version.split()[0])
     out.write("// (Unicode %s). Do not edit by hand.\n" % unicodedata.unidata_version)
     out.write('#include "tokenizer/unicode_tables.h"\n\n')
+    out.write("// clang-format off\n")
     out.write("namespace llm {\n\n")
     out.write('const char kUnicodeVersion[] = "%s";\n\n' % unicodedata.unidata_version)
     out.write("// {first codepoint, UnicodeCategory}: the category holds up to the next entry.\n")
@@ -69,6 +70,7 @@ def main():
     out.write("const size_t kUnicodeWhitespaceCount =\n"
               "    sizeof(kUnicodeWhitespace) / sizeof(kUnicodeWhitespace[0]);\n\n")
     out.write("}  // namespace llm\n")
+    out.write("// clang-format on\n")
 
 
 if __name__ == "__main__":

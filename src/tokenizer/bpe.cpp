@@ -48,7 +48,8 @@ absl::StatusOr<BpeMerges> BpeMerges::Build(const TokenMap* token_to_id, int32_t 
     joined.assign(left.data(), left.size());
     joined.append(right.data(), right.size());
     const int32_t res = m.Intern(joined);
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
+    const uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
     m.merges_.emplace(key, Merge{static_cast<int32_t>(i), res});  // first rank wins
   }
   // llama.cpp falls back, for a piece outside the vocabulary, to the tokens
@@ -64,7 +65,8 @@ absl::StatusOr<BpeMerges> BpeMerges::Build(const TokenMap* token_to_id, int32_t 
   return m;
 }
 
-void BpeMerges::EncodeWord(std::string_view word, Scratch* scratch, std::vector<int32_t>* out) const {
+void BpeMerges::EncodeWord(std::string_view word, Scratch* scratch,
+                           std::vector<int32_t>* out) const {
   using Sym = Scratch::Sym;
   using Pair = Scratch::Pair;
   // Heap order: lowest rank first, then leftmost.
@@ -77,14 +79,15 @@ void BpeMerges::EncodeWord(std::string_view word, Scratch* scratch, std::vector<
   heap.clear();
   const int32_t n = static_cast<int32_t>(word.size());
   for (int32_t i = 0; i < n; ++i) {
-    syms.push_back(Sym{byte_sym_[static_cast<uint8_t>(word[i])], static_cast<uint32_t>(i), 1u, i - 1,
-                       i + 1 < n ? i + 1 : -1});
+    syms.push_back(Sym{byte_sym_[static_cast<uint8_t>(word[i])], static_cast<uint32_t>(i), 1u,
+                       i - 1, i + 1 < n ? i + 1 : -1});
   }
   auto add_pair = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const int32_t lid = syms[l].id, rid = syms[r].id;
     if (lid < 0 || rid < 0) return;
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(lid)) << 32) | static_cast<uint32_t>(rid);
+    const uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(lid)) << 32) | static_cast<uint32_t>(rid);
     auto it = merges_.find(key);
     if (it == merges_.end()) return;
     heap.push_back(Pair{it->second.rank, l, r, lid, rid, it->second.result});

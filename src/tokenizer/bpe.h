@@ -23,7 +23,9 @@ using TokenMap = absl::flat_hash_map<std::string, int32_t>;
 
 // Heterogeneous TokenMap lookups take absl::string_view, which is not
 // std::string_view in every Abseil build.
-inline absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 class BpeMerges {
  public:
@@ -67,10 +69,10 @@ class BpeMerges {
 
   const TokenMap* token_to_id_ = nullptr;
   int32_t n_vocab_ = 0;
-  TokenMap extra_;                                  // merge-only strings -> id >= n_vocab
-  absl::flat_hash_map<uint64_t, Merge> merges_;     // (left id << 32 | right id)
-  int32_t byte_sym_[256];                     // symbol id of byte b's stand-in, or -1
-  std::vector<int32_t> byte_fallback_[256];   // tokens for the encoded bytes of byte b
+  TokenMap extra_;                               // merge-only strings -> id >= n_vocab
+  absl::flat_hash_map<uint64_t, Merge> merges_;  // (left id << 32 | right id)
+  int32_t byte_sym_[256];                        // symbol id of byte b's stand-in, or -1
+  std::vector<int32_t> byte_fallback_[256];      // tokens for the encoded bytes of byte b
 };
 
 }  // namespace llm

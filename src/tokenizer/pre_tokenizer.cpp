@@ -34,7 +34,8 @@ inline bool ClassNumber(uint32_t c) {
 }
 // \p{P}: ASCII punctuation is !"#%&'()*,-./:;?@[\]_{}
 inline bool ClassPunct(uint32_t c) {
-  if (c < 128) return c != 0 && std::strchr("!\"#%&'()*,-./:;?@[\\]_{}", static_cast<int>(c)) != nullptr;
+  if (c < 128)
+    return c != 0 && std::strchr("!\"#%&'()*,-./:;?@[\\]_{}", static_cast<int>(c)) != nullptr;
   const CodepointFlags f = GetCodepointFlags(c);
   return !f.whitespace && f.is_punctuation();
 }
@@ -47,8 +48,8 @@ inline bool ClassPunctOrAsciiSymbol(uint32_t c) {
 inline bool ClassNewline(uint32_t c) { return c == '\r' || c == '\n'; }
 // [一-龥ࠀ-一가-퟿] on the text where non-ASCII whitespace became \v.
 inline bool ClassCjkRange(uint32_t c) {
-  const bool in = (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x0800 && c <= 0x4E00) ||
-                  (c >= 0xAC00 && c <= 0xD7FF);
+  const bool in =
+      (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x0800 && c <= 0x4E00) || (c >= 0xAC00 && c <= 0xD7FF);
   return in && !GetCodepointFlags(c).whitespace;
 }
 
@@ -102,7 +103,8 @@ size_t MatchSpaceRun(const std::vector<uint32_t>& c, size_t pos, size_t end) {
 }
 // [0-9][0-9][0-9]
 size_t MatchThreeDigits(const std::vector<uint32_t>& c, size_t pos, size_t end) {
-  if (pos + 3 <= end && IsAsciiDigit(c[pos]) && IsAsciiDigit(c[pos + 1]) && IsAsciiDigit(c[pos + 2])) {
+  if (pos + 3 <= end && IsAsciiDigit(c[pos]) && IsAsciiDigit(c[pos + 1]) &&
+      IsAsciiDigit(c[pos + 2])) {
     return pos + 3;
   }
   return pos;
@@ -203,8 +205,8 @@ Offsets SplitGpt2(const std::vector<uint32_t>& cpts, const Offsets& in) {
 
 absl::StatusOr<PreTokenizerType> ParsePreTokenizer(std::string_view pre) {
   if (pre.empty() || pre == "default") return PreTokenizerType::kDefault;
-  for (const char* name : {"gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion", "gigachat", "mellum",
-                           "exaone4", "a.x-4.0", "granite-docling"}) {
+  for (const char* name : {"gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion", "gigachat",
+                           "mellum", "exaone4", "a.x-4.0", "granite-docling"}) {
     if (pre == name) return PreTokenizerType::kGpt2;
   }
   for (const char* name : {"starcoder", "smollm", "refact", "command-r", "codeshell", "exaone",

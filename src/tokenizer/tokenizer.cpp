@@ -13,36 +13,82 @@ namespace llm {
 namespace {
 
 constexpr size_t kMaxTextBytes = size_t{1} << 30;
-constexpr int32_t kMaxVocab = 1 << 24;  // far above any real vocabulary
+constexpr int32_t kMaxVocab = 1 << 24;        // far above any real vocabulary
 constexpr char kSpmSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
 // Token texts llama.cpp recognises when the metadata has no explicit id
 // (llama-vocab.cpp, "auto-detect special tokens by text"). Each found token
 // is also made a control token.
-constexpr const char* kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-    "<end_of_utterance>"};
+constexpr const char* kEotTexts[] = {"<|eot_id|>",
+                                     "<|im_end|>",
+                                     "<|end|>",
+                                     "<end_of_turn>",
+                                     "<|endoftext|>",
+                                     "<|end_of_text|>",
+                                     "<EOT>",
+                                     "_<EOT>",
+                                     "[EOT]",
+                                     "<\xEF\xBD\x9C"
+                                     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                     "<end_of_utterance>"};
 constexpr const char* kEomTexts[] = {"<|eom_id|>"};
-constexpr const char* kFimPreTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                                        "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
-                                        "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
-constexpr const char* kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                        "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
-                                        "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
-constexpr const char* kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                        "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
-                                        "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr const char* kFimPreTexts[] = {"<|fim_prefix|>",
+                                        "<fim-prefix>",
+                                        "<fim_prefix>",
+                                        "<\xEF\xBD\x9C"
+                                        "fim\xE2\x96\x81"
+                                        "begin\xEF\xBD\x9C>",
+                                        "<PRE>",
+                                        "\xE2\x96\x81<PRE>",
+                                        "<|code_prefix|>",
+                                        "<|prefix|>"};
+constexpr const char* kFimSufTexts[] = {"<|fim_suffix|>",
+                                        "<fim-suffix>",
+                                        "<fim_suffix>",
+                                        "<\xEF\xBD\x9C"
+                                        "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
+                                        "<SUF>",
+                                        "\xE2\x96\x81<SUF>",
+                                        "<|code_suffix|>",
+                                        "<|suffix|>"};
+constexpr const char* kFimMidTexts[] = {"<|fim_middle|>",
+                                        "<fim-middle>",
+                                        "<fim_middle>",
+                                        "<\xEF\xBD\x9C"
+                                        "fim\xE2\x96\x81"
+                                        "end\xEF\xBD\x9C>",
+                                        "<MID>",
+                                        "\xE2\x96\x81<MID>",
+                                        "<|code_middle|>",
+                                        "<|middle|>"};
 constexpr const char* kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr const char* kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
                                         "<reponame>"};
 constexpr const char* kFimSepTexts[] = {"<|file_sep|>"};
 // End-of-generation texts (llama.cpp's special_eog_ids list).
-constexpr const char* kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+constexpr const char* kEogTexts[] = {"<|eot_id|>",
+                                     "<|im_end|>",
+                                     "<|end|>",
+                                     "<|return|>",
+                                     "<|call|>",
+                                     "<|flush|>",
+                                     "<|calls|>",
+                                     "<end_of_turn>",
+                                     "<|endoftext|>",
+                                     "</s>",
+                                     "<|eom_id|>",
+                                     "<EOT>",
+                                     "_<EOT>",
+                                     "[EOT]",
+                                     "[EOS]",
+                                     "<|end_of_text|>",
+                                     "<end_of_utterance>",
+                                     "<eos>",
+                                     "<turn|>",
+                                     "<|tool_response>",
+                                     "<\xEF\xBD\x9C"
+                                     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                     "[e~["};
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -73,14 +119,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
 }
 
 absl::Status Tokenizer::Load(const GgufFile& gguf) {
-  LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> model, gguf.GetString("tokenizer.ggml.model"));
+  LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> model,
+                       gguf.GetString("tokenizer.ggml.model"));
   if (!model) return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.model is missing");
   if (*model == "gpt2") {
     type_ = TokenizerType::kBpe;
   } else if (*model == "llama") {
     type_ = TokenizerType::kSpm;
   } else {
-    return Errorf(LLM_ERR_UNSUPPORTED, "unsupported tokenizer.ggml.model '%s'", std::string(*model));
+    return Errorf(LLM_ERR_UNSUPPORTED, "unsupported tokenizer.ggml.model '%s'",
+                  std::string(*model));
   }
   LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> pre, gguf.GetString("tokenizer.ggml.pre"));
   if (type_ == TokenizerType::kBpe) {
@@ -88,7 +136,8 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
     LLM_ASSIGN_OR_RETURN(pre_, ParsePreTokenizer(pre.value_or(std::string_view())));
   }
 
-  LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
+  LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens,
+                       gguf.GetStringArray("tokenizer.ggml.tokens"));
   if (tokens.empty()) return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.tokens is missing or empty");
   if (tokens.size() > static_cast<size_t>(kMaxVocab)) {
     return Errorf(LLM_ERR_BAD_MODEL, "tokenizer.ggml.tokens has %d entries, too many",
@@ -124,14 +173,15 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
     }
     max_token_bytes_ = std::max(max_token_bytes_, texts_[i].size());
     if (!token_to_id_.emplace(texts_[i], static_cast<int32_t>(i)).second) {
-      return Errorf(LLM_ERR_BAD_MODEL, "tokenizer.ggml.tokens: duplicate token text at ids %d and %d",
+      return Errorf(LLM_ERR_BAD_MODEL,
+                    "tokenizer.ggml.tokens: duplicate token text at ids %d and %d",
                     token_to_id_[texts_[i]], static_cast<int>(i));
     }
     if (!types.empty()) {
       // GGUF token types: 0 undefined, 1 normal, 2 unknown, 3 control,
       // 4 user-defined, 5 unused, 6 byte.
-      static constexpr uint8_t kTypeAttr[7] = {0, kAttrNormal, kAttrUnknown, kAttrControl,
-                                               kAttrUserDefined, kAttrUnused, kAttrByte};
+      static constexpr uint8_t kTypeAttr[7] = {
+          0, kAttrNormal, kAttrUnknown, kAttrControl, kAttrUserDefined, kAttrUnused, kAttrByte};
       if (types[i] < 0 || types[i] > 6) {
         return Errorf(LLM_ERR_BAD_MODEL, "tokenizer.ggml.token_type[%d] = %d is not a token type",
                       static_cast<int>(i), static_cast<long long>(types[i]));
@@ -141,9 +191,12 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
   }
 
   if (type_ == TokenizerType::kBpe) {
-    LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> merges, gguf.GetStringArray("tokenizer.ggml.merges"));
-    if (merges.empty()) return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.merges is missing (needed by gpt2 BPE)");
-    LLM_ASSIGN_OR_RETURN(BpeMerges m, BpeMerges::Build(&token_to_id_, static_cast<int32_t>(n), merges));
+    LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> merges,
+                         gguf.GetStringArray("tokenizer.ggml.merges"));
+    if (merges.empty())
+      return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.merges is missing (needed by gpt2 BPE)");
+    LLM_ASSIGN_OR_RETURN(BpeMerges m,
+                         BpeMerges::Build(&token_to_id_, static_cast<int32_t>(n), merges));
     merges_ = std::make_unique<BpeMerges>(std::move(m));
     add_space_prefix_ = false;
     add_bos_ = false;
@@ -174,7 +227,8 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
   }
   add_eos_ = false;
 
-  LLM_ASSIGN_OR_RETURN(std::optional<bool> add_prefix, gguf.GetBool("tokenizer.ggml.add_space_prefix"));
+  LLM_ASSIGN_OR_RETURN(std::optional<bool> add_prefix,
+                       gguf.GetBool("tokenizer.ggml.add_space_prefix"));
   if (add_prefix) add_space_prefix_ = *add_prefix;
   LLM_ASSIGN_OR_RETURN(std::optional<bool> add_bos, gguf.GetBool("tokenizer.ggml.add_bos_token"));
   if (add_bos) add_bos_ = *add_bos;
@@ -183,10 +237,12 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
 
   LLM_RETURN_IF_ERROR(LoadSpecialIds(gguf));
   if (add_bos_ && bos_ < 0) {
-    return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.add_bos_token is true but there is no BOS token");
+    return Error(LLM_ERR_BAD_MODEL,
+                 "tokenizer.ggml.add_bos_token is true but there is no BOS token");
   }
   if (add_eos_ && eos_ < 0) {
-    return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.add_eos_token is true but there is no EOS token");
+    return Error(LLM_ERR_BAD_MODEL,
+                 "tokenizer.ggml.add_eos_token is true but there is no EOS token");
   }
 
   LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> name, gguf.GetString("general.name"));
@@ -201,10 +257,14 @@ absl::Status Tokenizer::LoadSpecialIds(const GgufFile& gguf) {
     int32_t* id;
   };
   const Key keys[] = {
-      {"tokenizer.ggml.bos_token_id", &bos_},         {"tokenizer.ggml.eos_token_id", &eos_},
-      {"tokenizer.ggml.unknown_token_id", &unk_},     {"tokenizer.ggml.padding_token_id", &pad_},
-      {"tokenizer.ggml.eot_token_id", &eot_},         {"tokenizer.ggml.eom_token_id", &eom_},
-      {"tokenizer.ggml.fim_pad_token_id", &fim_pad_}, {"tokenizer.ggml.fim_rep_token_id", &fim_rep_},
+      {"tokenizer.ggml.bos_token_id", &bos_},
+      {"tokenizer.ggml.eos_token_id", &eos_},
+      {"tokenizer.ggml.unknown_token_id", &unk_},
+      {"tokenizer.ggml.padding_token_id", &pad_},
+      {"tokenizer.ggml.eot_token_id", &eot_},
+      {"tokenizer.ggml.eom_token_id", &eom_},
+      {"tokenizer.ggml.fim_pad_token_id", &fim_pad_},
+      {"tokenizer.ggml.fim_rep_token_id", &fim_rep_},
       {"tokenizer.ggml.fim_sep_token_id", &fim_sep_},
   };
   for (const Key& k : keys) {
@@ -257,7 +317,8 @@ void Tokenizer::DetectSpecialTokens(std::string_view model_name) {
   // Texts matched before ordinary tokenization: longest first (ties by id,
   // where llama.cpp's unstable sort leaves the order unspecified).
   for (int32_t id = 0; id < n_vocab(); ++id) {
-    if (attrs_[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) special_tokens_.push_back(id);
+    if (attrs_[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown))
+      special_tokens_.push_back(id);
   }
   std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
                    [&](int32_t a, int32_t b) { return texts_[a].size() > texts_[b].size(); });

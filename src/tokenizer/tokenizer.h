@@ -112,7 +112,7 @@ class Tokenizer {
     kAttrUserDefined = 8,
     kAttrUnused = 16,
     kAttrByte = 32,
-    kAttrRstrip = 64,  // whitespace after the token's text is dropped
+    kAttrRstrip = 64,   // whitespace after the token's text is dropped
     kAttrLstrip = 128,  // whitespace before it is dropped
   };
   uint8_t attr(int32_t id) const;
@@ -146,7 +146,7 @@ class Tokenizer {
   size_t max_token_bytes_ = 0;
   bool spm_split_before_spaces_ = false;
   std::vector<int32_t> special_tokens_;  // control/user-defined/unknown, longest text first
-  std::vector<uint8_t> eog_;            // [n_vocab] 1 if end of generation
+  std::vector<uint8_t> eog_;             // [n_vocab] 1 if end of generation
 
   int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, pad_ = -1, unk_ = -1;
   int32_t fim_pad_ = -1, fim_rep_ = -1, fim_sep_ = -1;

@@ -66,8 +66,6 @@ int UnicodeToByte(uint32_t cp);
 
 // ASCII-only whitespace test (space, \t \n \v \f \r), what C's isspace() means
 // in the "C" locale, independent of the process locale.
-inline bool IsAsciiSpace(char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r');
-}
+inline bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace llm

@@ -2,6 +2,7 @@
 // (Unicode 15.1.0). Do not edit by hand.
 #include "tokenizer/unicode_tables.h"
 
+// clang-format off
 namespace llm {
 
 const char kUnicodeVersion[] = "15.1.0";
@@ -293,3 +294,4 @@ const size_t kUnicodeWhitespaceCount =
     sizeof(kUnicodeWhitespace) / sizeof(kUnicodeWhitespace[0]);
 
 }  // namespace llm
+// clang-format on

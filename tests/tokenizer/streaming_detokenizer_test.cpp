@@ -44,7 +44,8 @@ struct ByteVocab {
   static int32_t Id(uint8_t b) { return 3 + b; }
 };
 
-std::string Stream(const Tokenizer& tok, const std::string& bytes, std::vector<std::string>* chunks) {
+std::string Stream(const Tokenizer& tok, const std::string& bytes,
+                   std::vector<std::string>* chunks) {
   StreamingDetokenizer s(tok, false);
   std::string all;
   for (unsigned char c : bytes) {
@@ -73,12 +74,12 @@ TEST(StreamingDetokenizer, HoldsBackIncompleteSequences) {
 TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementChar) {
   ByteVocab v;
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(Stream(*v.tok, "\x80x", nullptr), fffd + "x");                // stray continuation
-  EXPECT_EQ(Stream(*v.tok, "\xE4\xBDx", nullptr), fffd + "x");            // truncated, maximal subpart
-  EXPECT_EQ(Stream(*v.tok, "\xC0\x80", nullptr), fffd + fffd);           // overlong NUL
-  EXPECT_EQ(Stream(*v.tok, "\xED\xA0\x80", nullptr), fffd + fffd + fffd);  // surrogate
+  EXPECT_EQ(Stream(*v.tok, "\x80x", nullptr), fffd + "x");      // stray continuation
+  EXPECT_EQ(Stream(*v.tok, "\xE4\xBDx", nullptr), fffd + "x");  // truncated, maximal subpart
+  EXPECT_EQ(Stream(*v.tok, "\xC0\x80", nullptr), fffd + fffd);  // overlong NUL
+  EXPECT_EQ(Stream(*v.tok, "\xED\xA0\x80", nullptr), fffd + fffd + fffd);             // surrogate
   EXPECT_EQ(Stream(*v.tok, "\xF4\x90\x80\x80", nullptr), fffd + fffd + fffd + fffd);  // > U+10FFFF
-  EXPECT_EQ(Stream(*v.tok, "ok\xF0\x9F\x98", nullptr), "ok" + fffd);     // tail at Flush
+  EXPECT_EQ(Stream(*v.tok, "ok\xF0\x9F\x98", nullptr), "ok" + fffd);  // tail at Flush
   StreamingDetokenizer s(*v.tok, false);
   EXPECT_EQ(s.Push(ByteVocab::Id(0xFF)), fffd);  // never valid: emitted at once
   EXPECT_EQ(s.pending(), 0u);
@@ -92,8 +93,8 @@ TEST(StreamingDetokenizer, RandomBytesAlwaysValid) {
     std::string bytes(rng() % 24, '\0');
     for (char& c : bytes) {
       // Mostly plausible UTF-8 bytes so that valid sequences also occur.
-      static const uint8_t kPool[] = {'a', ' ', 0x80, 0x9F, 0xBF, 0xC3, 0xA9, 0xE4, 0xBD, 0xA0,
-                                      0xF0, 0x9F, 0x98, 0x80, 0xED, 0xF4, 0xFF, 0xC0};
+      static const uint8_t kPool[] = {'a',  ' ',  0x80, 0x9F, 0xBF, 0xC3, 0xA9, 0xE4, 0xBD,
+                                      0xA0, 0xF0, 0x9F, 0x98, 0x80, 0xED, 0xF4, 0xFF, 0xC0};
       c = static_cast<char>(kPool[rng() % sizeof(kPool)]);
     }
     std::vector<std::string> chunks;
@@ -119,7 +120,8 @@ TEST(StreamingDetokenizer, EmojiAndCjkWithGpt2Vocab) {
   auto tok = testing_tok::LoadTokenizer(testing_tok::DataDir() + "ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(tok.ok()) << tok.status();
   const std::string text =
-      "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 \xE4\xBD\xA0\xE5\xA5\xBD "
+      "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 "
+      "\xE4\xBD\xA0\xE5\xA5\xBD "
       "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88 caf\xC3\xA9";
   auto ids = (*tok)->Tokenize(text, false, false);
   ASSERT_TRUE(ids.ok());

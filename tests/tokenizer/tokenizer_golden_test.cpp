@@ -70,7 +70,8 @@ TEST_P(TokenizerGoldenTest, IdsMatchLlamaCpp) {
     if (*ids != want && ++failures <= 10) {
       ADD_FAILURE() << "text '" << Printable(text) << "' add_special=" << c["add_special"].b
                     << " parse_special=" << c["parse_special"].b << "\n  got  "
-                    << ::testing::PrintToString(*ids) << "\n  want " << ::testing::PrintToString(want);
+                    << ::testing::PrintToString(*ids) << "\n  want "
+                    << ::testing::PrintToString(want);
     }
   }
   EXPECT_EQ(failures, 0);
@@ -82,9 +83,11 @@ TEST_P(TokenizerGoldenTest, DetokenizeMatchesLlamaCpp) {
     const std::vector<int32_t> ids = Ids(c["ids"]);
     const std::string plain = tok_->Detokenize(ids, false);
     const std::string special = tok_->Detokenize(ids, true);
-    if ((plain != FromHex(c["detok"].str) || special != FromHex(c["detok_special"].str)) && ++failures <= 10) {
-      ADD_FAILURE() << "ids " << ::testing::PrintToString(ids) << "\n  got  '" << Printable(plain) << "' / '"
-                    << Printable(special) << "'\n  want '" << Printable(FromHex(c["detok"].str)) << "' / '"
+    if ((plain != FromHex(c["detok"].str) || special != FromHex(c["detok_special"].str)) &&
+        ++failures <= 10) {
+      ADD_FAILURE() << "ids " << ::testing::PrintToString(ids) << "\n  got  '" << Printable(plain)
+                    << "' / '" << Printable(special) << "'\n  want '"
+                    << Printable(FromHex(c["detok"].str)) << "' / '"
                     << Printable(FromHex(c["detok_special"].str)) << "'";
     }
   }
@@ -130,8 +133,8 @@ TEST_P(TokenizerGoldenTest, PiecesMatchLlamaCpp) {
     const std::string plain = tok_->TokenToPiece(id, false);
     const std::string special = tok_->TokenToPiece(id, true);
     if ((plain != FromHex(p.arr[1].str) || special != FromHex(p.arr[2].str)) && ++failures <= 10) {
-      ADD_FAILURE() << "id " << id << " text '" << Printable(std::string(tok_->TokenText(id))) << "' got '"
-                    << Printable(plain) << "'/'" << Printable(special) << "'";
+      ADD_FAILURE() << "id " << id << " text '" << Printable(std::string(tok_->TokenText(id)))
+                    << "' got '" << Printable(plain) << "'/'" << Printable(special) << "'";
     }
   }
   EXPECT_EQ(failures, 0);
@@ -211,7 +214,8 @@ TEST_P(TokenizerGoldenTest, ParseSpecialOnlyWhenAsked) {
     auto plain = tok_->Tokenize(msg, false, false);
     auto parsed = tok_->Tokenize(text, false, true);
     ASSERT_TRUE(plain.ok() && parsed.ok());
-    for (int32_t t : *plain) EXPECT_FALSE(tok_->IsControl(t)) << "'" << text << "' gave control token " << t;
+    for (int32_t t : *plain)
+      EXPECT_FALSE(tok_->IsControl(t)) << "'" << text << "' gave control token " << t;
     EXPECT_EQ(*parsed, std::vector<int32_t>{id}) << text;
     EXPECT_EQ(tok_->Detokenize(*plain, true).find(text) != std::string::npos, true) << text;
     if (++checked >= 64) break;
@@ -243,13 +247,15 @@ TEST_P(TokenizerGoldenTest, LargeInput) {
   std::string one_word(100000, 'a');
   auto ids2 = tok_->Tokenize(one_word, false, false);
   ASSERT_TRUE(ids2.ok());
-  EXPECT_EQ(tok_->Detokenize(*ids2, false).size(), one_word.size() + (tok_->type() == TokenizerType::kSpm));
+  EXPECT_EQ(tok_->Detokenize(*ids2, false).size(),
+            one_word.size() + (tok_->type() == TokenizerType::kSpm));
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest,
-                         ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-gpt-neox", "ggml-vocab-starcoder",
-                                           "ggml-vocab-falcon", "ggml-vocab-deepseek-coder",
-                                           "ggml-vocab-llama-spm", "ggml-vocab-phi-3", "smollm2"),
+                         ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-gpt-neox",
+                                           "ggml-vocab-starcoder", "ggml-vocab-falcon",
+                                           "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
+                                           "ggml-vocab-phi-3", "smollm2"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n) {

@@ -36,8 +36,10 @@ GgufBuilder TinyBpe() {
   GgufBuilder b;
   b.Str("tokenizer.ggml.model", "gpt2")
       .Str("tokenizer.ggml.pre", "gpt-2")
-      .StrArray("tokenizer.ggml.tokens", {"a", "b", "c", "\xC4\xA0", "ab", "\xC4\xA0" "ab", "abc",
-                                          "<|im_end|>", "<ctl>", "@@"})
+      .StrArray("tokenizer.ggml.tokens", {"a", "b", "c", "\xC4\xA0", "ab",
+                                          "\xC4\xA0"
+                                          "ab",
+                                          "abc", "<|im_end|>", "<ctl>", "@@"})
       .I32Array("tokenizer.ggml.token_type", {1, 1, 1, 1, 1, 1, 1, 3, 3, 4})
       .StrArray("tokenizer.ggml.merges", {"a b", "\xC4\xA0 ab", "ab c"})
       .U32("tokenizer.ggml.eos_token_id", 7);
@@ -78,8 +80,9 @@ TEST(TokenizerMetadata, TinySpmWorks) {
   GgufBuilder b;
   // U+2581 is SentencePiece's space.
   b.Str("tokenizer.ggml.model", "llama")
-      .StrArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "i",
-                                          "\xE2\x96\x81h", "\xE2\x96\x81hi", "<0x21>", "<0xC3>", "<0xA9>"})
+      .StrArray("tokenizer.ggml.tokens",
+                {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "i", "\xE2\x96\x81h",
+                 "\xE2\x96\x81hi", "<0x21>", "<0xC3>", "<0xA9>"})
       .F32Array("tokenizer.ggml.scores", {0, 0, 0, -5, -5, -5, -2, -1, 0, 0, 0})
       .I32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 6, 6, 6});
   Built keep;
@@ -156,7 +159,8 @@ TEST(TokenizerMetadata, ScoresCountMismatch) {
       .F32Array("tokenizer.ggml.scores", {0, 0, 0});
   ExpectStatus(c, LLM_ERR_BAD_MODEL, "scores");
   GgufBuilder missing;
-  missing.Str("tokenizer.ggml.model", "llama").StrArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>"});
+  missing.Str("tokenizer.ggml.model", "llama")
+      .StrArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>"});
   ExpectStatus(missing, LLM_ERR_BAD_MODEL, "scores");
 }
 
@@ -180,7 +184,8 @@ TEST(TokenizerMetadata, SpecialIdOutOfRange) {
 }
 
 TEST(TokenizerMetadata, BadMerges) {
-  for (const std::string& bad : {std::string("ab"), std::string("a "), std::string(" "), std::string("")}) {
+  for (const std::string& bad :
+       {std::string("ab"), std::string("a "), std::string(" "), std::string("")}) {
     GgufBuilder c;
     c.Str("tokenizer.ggml.model", "gpt2")
         .StrArray("tokenizer.ggml.tokens", {"a", "b", "ab"})

