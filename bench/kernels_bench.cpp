@@ -46,20 +46,27 @@ void BM_QuantMatMul(benchmark::State& state, DType t) {
   ThreadPool pool(threads);
   const size_t rb = *RowBytes(t, n_in);
   for (auto _ : state) {
-    auto s = QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(), n_out,
-                         &pool);
+    auto s =
+        QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(), n_out, &pool);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(w.size()));
   state.SetLabel(SimdLevelName(ActiveSimdLevel()));
 }
 
 BENCHMARK_CAPTURE(BM_QuantMatMul, Q4_1, DType::kQ4_1)
-    ->Args({576, 1536, 1, 1})->Args({1536, 576, 1, 1})->Args({576, 1536, 16, 1})
-    ->Args({576, 1536, 1, 2})->UseRealTime();
+    ->Args({576, 1536, 1, 1})
+    ->Args({1536, 576, 1, 1})
+    ->Args({576, 1536, 16, 1})
+    ->Args({576, 1536, 1, 2})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
-    ->Args({49152, 576, 1, 1})->Args({49152, 576, 16, 1})->Args({49152, 576, 1, 2})->UseRealTime();
+    ->Args({49152, 576, 1, 1})
+    ->Args({49152, 576, 16, 1})
+    ->Args({49152, 576, 1, 2})
+    ->UseRealTime();
 
 // Args: m, n, k, threads.
 void BM_MatMulF32(benchmark::State& state) {
@@ -75,8 +82,11 @@ void BM_MatMulF32(benchmark::State& state) {
       2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatMulF32)
-    ->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->Args({64, 576, 576, 2})
-    ->Args({128, 1536, 576, 2})->UseRealTime();
+    ->Args({64, 1536, 576, 1})
+    ->Args({128, 1536, 576, 1})
+    ->Args({64, 576, 576, 2})
+    ->Args({128, 1536, 576, 2})
+    ->UseRealTime();
 
 // Decode attention of one token over n_kv cached positions (SmolLM2 heads:
 // 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1).

@@ -67,12 +67,14 @@ void ThreadPool::WorkerLoop() {
   tls_current_pool = this;
   uint64_t seen = 0;
   for (;;) {
-    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) {
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen;
+         ++i) {
       LLM_CPU_RELAX();
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      work_cv_.wait(lock,
+                    [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stop_) return;
       seen = generation_.load(std::memory_order_relaxed);
     }

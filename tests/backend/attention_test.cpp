@@ -26,8 +26,8 @@ using testing_util::SimdLevelGuard;
 using testing_util::SupportedLevels;
 
 struct Kv {
-  std::vector<float> k, v;        // f32 copy (after f16 rounding if f16)
-  std::vector<uint16_t> kh, vh;   // f16 storage
+  std::vector<float> k, v;       // f32 copy (after f16 rounding if f16)
+  std::vector<uint16_t> kh, vh;  // f16 storage
   KvView view;
 };
 
@@ -73,35 +73,37 @@ TEST(AttentionTest, MatchesFloat64Reference) {
   std::mt19937 rng(seed);
   ThreadPool pool(2);
   for (SimdLevel level : SupportedLevels()) {
-  SetSimdLevelForTesting(level);
-  SCOPED_TRACE(SimdLevelName(level));
-  struct Case { int64_t n_q, n_head, n_head_kv, head_dim, pos0, pad; };
-  for (const Case& c : {Case{1, 9, 3, 64, 0, 0}, Case{1, 9, 3, 64, 36, 0}, Case{7, 9, 3, 64, 0, 0},
-                        Case{5, 4, 4, 33, 11, 3}, Case{3, 8, 1, 128, 200, 5},
-                        Case{16, 6, 2, 64, 17, 0}}) {
-    for (bool f16 : {false, true}) {
-      SCOPED_TRACE("f16=" + std::to_string(f16) + " n_q=" + std::to_string(c.n_q) +
-                   " n_head=" + std::to_string(c.n_head) + " pos0=" + std::to_string(c.pos0));
-      const int64_t n_pos = c.pos0 + c.n_q;
-      Kv kv = MakeKv(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
-      // Queries large enough that the softmax is far from uniform.
-      const std::vector<float> q = RandomVector(rng, c.n_q * c.n_head * c.head_dim, 0.1f, 2.0f);
-      std::vector<float> out(q.size());
-      ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, kv.view, out.data(),
-                            c.n_q > 3 ? &pool : nullptr)
-                      .ok());
-      const int64_t width = c.n_head_kv * c.head_dim;
-      const std::vector<double> kd = Dense(kv.k, n_pos, width, kv.view.row_stride);
-      const std::vector<double> vd = Dense(kv.v, n_pos, width, kv.view.row_stride);
-      const std::vector<double> qd(q.begin(), q.end());
-      std::vector<double> ref(q.size()), scale(q.size());
-      ref::RefAttention(qd.data(), c.n_q, c.n_head, c.pos0, kd.data(), vd.data(), c.n_head_kv,
-                        c.head_dim, ref.data(), scale.data());
-      for (size_t i = 0; i < out.size(); ++i) {
-        ASSERT_NEAR(out[i], ref[i], 1e-5 * scale[i] + 1e-7) << "i=" << i;
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    struct Case {
+      int64_t n_q, n_head, n_head_kv, head_dim, pos0, pad;
+    };
+    for (const Case& c :
+         {Case{1, 9, 3, 64, 0, 0}, Case{1, 9, 3, 64, 36, 0}, Case{7, 9, 3, 64, 0, 0},
+          Case{5, 4, 4, 33, 11, 3}, Case{3, 8, 1, 128, 200, 5}, Case{16, 6, 2, 64, 17, 0}}) {
+      for (bool f16 : {false, true}) {
+        SCOPED_TRACE("f16=" + std::to_string(f16) + " n_q=" + std::to_string(c.n_q) +
+                     " n_head=" + std::to_string(c.n_head) + " pos0=" + std::to_string(c.pos0));
+        const int64_t n_pos = c.pos0 + c.n_q;
+        Kv kv = MakeKv(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
+        // Queries large enough that the softmax is far from uniform.
+        const std::vector<float> q = RandomVector(rng, c.n_q * c.n_head * c.head_dim, 0.1f, 2.0f);
+        std::vector<float> out(q.size());
+        ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, kv.view, out.data(),
+                              c.n_q > 3 ? &pool : nullptr)
+                        .ok());
+        const int64_t width = c.n_head_kv * c.head_dim;
+        const std::vector<double> kd = Dense(kv.k, n_pos, width, kv.view.row_stride);
+        const std::vector<double> vd = Dense(kv.v, n_pos, width, kv.view.row_stride);
+        const std::vector<double> qd(q.begin(), q.end());
+        std::vector<double> ref(q.size()), scale(q.size());
+        ref::RefAttention(qd.data(), c.n_q, c.n_head, c.pos0, kd.data(), vd.data(), c.n_head_kv,
+                          c.head_dim, ref.data(), scale.data());
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], 1e-5 * scale[i] + 1e-7) << "i=" << i;
+        }
       }
     }
-  }
   }
 }
 
@@ -114,24 +116,25 @@ TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
   std::mt19937 rng(seed);
   ThreadPool pool(2);
   for (SimdLevel level : SupportedLevels()) {
-  SetSimdLevelForTesting(level);
-  SCOPED_TRACE(SimdLevelName(level));
-  for (bool f16 : {true, false}) {
-  const int64_t n_head = 9, n_head_kv = 3, hd = 64, pos0 = 4, n_q = 6;
-  Kv kv = MakeKv(rng, pos0 + n_q, n_head_kv, hd, f16, f16 ? 0 : 3);
-  const std::vector<float> q = RandomVector(rng, n_q * n_head * hd);
-  std::vector<float> all(q.size()), all_mt(q.size()), step(n_head * hd);
-  ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all.data(), nullptr).ok());
-  ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all_mt.data(), &pool).ok());
-  EXPECT_EQ(0, std::memcmp(all.data(), all_mt.data(), all.size() * sizeof(float)));
-  for (int64_t t = 0; t < n_q; ++t) {
-    ASSERT_TRUE(
-        Attention(q.data() + t * n_head * hd, 1, n_head, pos0 + t, kv.view, step.data(), &pool)
-            .ok());
-    ASSERT_EQ(0, std::memcmp(step.data(), all.data() + t * n_head * hd, step.size() * sizeof(float)))
-        << "t=" << t;
-  }
-  }
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    for (bool f16 : {true, false}) {
+      const int64_t n_head = 9, n_head_kv = 3, hd = 64, pos0 = 4, n_q = 6;
+      Kv kv = MakeKv(rng, pos0 + n_q, n_head_kv, hd, f16, f16 ? 0 : 3);
+      const std::vector<float> q = RandomVector(rng, n_q * n_head * hd);
+      std::vector<float> all(q.size()), all_mt(q.size()), step(n_head * hd);
+      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all.data(), nullptr).ok());
+      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all_mt.data(), &pool).ok());
+      EXPECT_EQ(0, std::memcmp(all.data(), all_mt.data(), all.size() * sizeof(float)));
+      for (int64_t t = 0; t < n_q; ++t) {
+        ASSERT_TRUE(
+            Attention(q.data() + t * n_head * hd, 1, n_head, pos0 + t, kv.view, step.data(), &pool)
+                .ok());
+        ASSERT_EQ(
+            0, std::memcmp(step.data(), all.data() + t * n_head * hd, step.size() * sizeof(float)))
+            << "t=" << t;
+      }
+    }
   }
 }
 

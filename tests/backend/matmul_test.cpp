@@ -28,8 +28,8 @@ void CheckShape(std::mt19937& rng, int64_t m, int64_t n, int64_t k, int threads)
   // RefMatMul computes y[r][o] = sum_i w[o][i] x[r][i]: rows of a are x.
   ref::RefMatMul(wd.data(), ad.data(), n, k, m, ref.data(), abs_sum.data());
   for (int64_t i = 0; i < m * n; ++i) {
-    ASSERT_LE(std::fabs(c[i] - ref[i]), 1e-5 * abs_sum[i]) << "i=" << i << " got " << c[i]
-                                                             << " want " << ref[i];
+    ASSERT_LE(std::fabs(c[i] - ref[i]), 1e-5 * abs_sum[i])
+        << "i=" << i << " got " << c[i] << " want " << ref[i];
   }
 }
 

@@ -41,7 +41,10 @@ TEST(OpsTest, RopeMatchesReferenceBothModes) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  struct Case { int64_t n_heads, head_dim, rope_dims, pos; float base; };
+  struct Case {
+    int64_t n_heads, head_dim, rope_dims, pos;
+    float base;
+  };
   for (const Case& c : {Case{9, 64, 64, 0, 10000.0f}, Case{9, 64, 64, 1, 10000.0f},
                         Case{3, 64, 64, 8191, 100000.0f}, Case{2, 80, 32, 517, 10000.0f},
                         Case{1, 128, 128, 123456, 500000.0f}, Case{2, 600, 600, 77, 10000.0f}}) {

@@ -40,7 +40,7 @@ struct Shape {
 std::vector<Shape> TestShapes() {
   std::vector<Shape> s;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    s.push_back({t, 37, 37});    // odd n_in: exercises the SIMD tails
+    s.push_back({t, 37, 37});  // odd n_in: exercises the SIMD tails
     s.push_back({t, 37, 200});
   }
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
@@ -137,8 +137,8 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y16.data(),
                               n_out, nullptr)
                       .ok());
-      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows,
-                              y16_mt.data(), n_out, &pool2)
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y16_mt.data(),
+                              n_out, &pool2)
                       .ok());
       EXPECT_EQ(0, std::memcmp(y16.data(), y16_mt.data(), y16.size() * sizeof(float)))
           << "1 vs 2 threads differ";
@@ -151,8 +151,8 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       }
       // A 3-row batch taken from the middle gives the same rows again.
       std::vector<float> y3(3 * n_out);
-      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + 5 * n_in, n_in, 3,
-                              y3.data(), n_out, &pool2)
+      ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + 5 * n_in, n_in, 3, y3.data(),
+                              n_out, &pool2)
                       .ok());
       EXPECT_EQ(0, std::memcmp(y3.data(), y16.data() + 5 * n_out, y3.size() * sizeof(float)));
     }
@@ -172,9 +172,9 @@ TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
     const std::vector<float> x = RandomVector(rng, n_rows * n_in);
     std::vector<float> ys(n_rows * n_out), yv(n_rows * n_out);
     SetSimdLevelForTesting(SimdLevel::kScalar);
-    ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, ys.data(), n_out,
-                            nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, ys.data(), n_out, nullptr)
+            .ok());
     for (SimdLevel level : SupportedLevels()) {
       SetSimdLevelForTesting(level);
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, yv.data(),
@@ -193,8 +193,8 @@ TEST(QuantMatMulTest, RejectsBadArguments) {
   std::vector<uint8_t> w(34 * 4, 0);
   std::vector<float> x(64, 1.0f), y(8, 0.0f);
   // Unsupported type.
-  absl::Status s = QuantMatMul(DType::kQ5_0, w.data(), 22, 1, 32, x.data(), 32, 1, y.data(), 1,
-                               nullptr);
+  absl::Status s =
+      QuantMatMul(DType::kQ5_0, w.data(), 22, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_UNSUPPORTED);
   // n_in not a whole number of blocks.
   s = QuantMatMul(DType::kQ8_0, w.data(), 34, 1, 33, x.data(), 33, 1, y.data(), 1, nullptr);
@@ -214,8 +214,8 @@ TEST(QuantMatMulTest, RejectsBadArguments) {
                   int64_t{1} << 20, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
   // Empty work is fine.
-  EXPECT_TRUE(QuantMatMul(DType::kQ8_0, w.data(), 34, 0, 32, x.data(), 32, 1, y.data(), 1, nullptr)
-                  .ok());
+  EXPECT_TRUE(
+      QuantMatMul(DType::kQ8_0, w.data(), 34, 0, 32, x.data(), 32, 1, y.data(), 1, nullptr).ok());
 }
 
 // Non-finite activations propagate as NaN instead of turning into numbers.

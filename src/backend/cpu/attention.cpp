@@ -1,14 +1,13 @@
 #include "backend/cpu/attention.h"
 
-#include "backend/cpu/attention_kernels.h"
-#include "backend/cpu/cpu_features.h"
-
 #include <algorithm>
 #include <cmath>
 #include <exception>
 #include <new>
 #include <vector>
 
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/cpu_features.h"
 #include "core/half.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -103,7 +102,7 @@ absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0
       const int64_t t = task / n_head, h = task % n_head;
       const float* qh = q + (t * n_head + h) * hd;
       attend(qh, pos0 + t + 1, h / group, kv, scale, scores.data(), acc.data(),
-                out + (t * n_head + h) * hd);
+             out + (t * n_head + h) * hd);
     }
   };
   try {

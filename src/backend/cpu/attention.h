@@ -19,7 +19,7 @@ struct KvView {
   bool f16 = false;         // elements are IEEE half (uint16_t); else f32
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  size_t row_stride = 0;    // elements between consecutive positions (>= n_head_kv*head_dim)
+  size_t row_stride = 0;  // elements between consecutive positions (>= n_head_kv*head_dim)
 };
 
 // q:   [n_q][n_head][head_dim] f32, queries of n_q consecutive new tokens at

@@ -12,14 +12,15 @@ namespace {
 
 inline __m256 Load8(const void* base, bool f16, size_t off) {
   if (f16) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
   }
   return _mm256_loadu_ps(static_cast<const float*>(base) + off);
 }
 
 inline float Load1(const void* base, bool f16, size_t off) {
-  return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(base)[off]) : static_cast<const float*>(base)[off];
+  return f16 ? _cvtsh_ss(static_cast<const uint16_t*>(base)[off])
+             : static_cast<const float*>(base)[off];
 }
 
 inline float HSum256(__m256 v) {
@@ -65,14 +66,16 @@ inline __m256 ExpNonPositive(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 // acc[0..8*N) += w * v[off .. off+8N) for every position, N vectors kept in
 // registers; per element the same FMA chain over p as the generic loop.
 template <int N>
-inline void AccumulateV(const float* scores, int64_t n_kv, const KvView& kv, size_t off0, float* acc) {
+inline void AccumulateV(const float* scores, int64_t n_kv, const KvView& kv, size_t off0,
+                        float* acc) {
   __m256 a[N];
   for (int j = 0; j < N; ++j) a[j] = _mm256_loadu_ps(acc + 8 * j);
   for (int64_t p = 0; p < n_kv; ++p) {
@@ -89,7 +92,8 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
   const size_t head_off = static_cast<size_t>(g * hd);
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
-    const float s = Dot(qh, kv.k, kv.f16, static_cast<size_t>(p) * kv.row_stride + head_off, hd) * scale;
+    const float s =
+        Dot(qh, kv.k, kv.f16, static_cast<size_t>(p) * kv.row_stride + head_off, hd) * scale;
     scores[p] = s;
     mx = s > mx ? s : mx;
   }
@@ -130,8 +134,10 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
   }
   const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
   d = 0;
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
-  for (; d < hd; ++d) out[d] = _mm_cvtss_f32(_mm_mul_ss(_mm_set_ss(acc[d]), _mm256_castps256_ps128(inv)));
+  for (; d + 8 <= hd; d += 8)
+    _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
+  for (; d < hd; ++d)
+    out[d] = _mm_cvtss_f32(_mm_mul_ss(_mm_set_ss(acc[d]), _mm256_castps256_ps128(inv)));
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ Features Detect() {
   const bool f16c = c & (1u << 29);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = XGetBv0();
-  const bool os_ymm = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
-  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;          // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
   if (!os_ymm) return f;
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
@@ -90,9 +90,12 @@ void SetSimdLevelForTesting(std::optional<SimdLevel> level) {
 
 const char* SimdLevelName(SimdLevel level) {
   switch (level) {
-    case SimdLevel::kScalar: return "scalar";
-    case SimdLevel::kAvx2: return "avx2";
-    case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }

@@ -79,10 +79,12 @@ absl::Status MatMulF32(const float* a, const float* w, float* c, int64_t m, int6
     dnnl::memory w_mem({{k, n}, dt::f32, tag::ba}, st.engine, const_cast<float*>(w));
     dnnl::memory c_mem({{m, n}, dt::f32, tag::ab}, st.engine, c);
     dnnl::stream stream(st.engine);  // per call: streams are not shared between threads
-    prim->execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}});
+    prim->execute(stream,
+                  {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, c_mem}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    if (e.status == dnnl_out_of_memory) return Errorf(LLM_ERR_OUT_OF_MEMORY, "MatMulF32: %s", e.what());
+    if (e.status == dnnl_out_of_memory)
+      return Errorf(LLM_ERR_OUT_OF_MEMORY, "MatMulF32: %s", e.what());
     return Errorf(LLM_ERR_INTERNAL, "MatMulF32: oneDNN error %d: %s", static_cast<int>(e.status),
                   e.what());
   } catch (const std::bad_alloc&) {

@@ -102,7 +102,8 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
     std::vector<float> scratch(static_cast<size_t>(n_in));
     kernel(W, row_bytes, o_begin, o_end, acts, y, y_stride, scratch.data());
   };
-  const double work = static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows);
+  const double work =
+      static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows);
   if (pool != nullptr && pool->size() > 1 && work >= static_cast<double>(kMinParallelWork)) {
     const int64_t n_tasks = (n_out + kRowsPerTask - 1) / kRowsPerTask;
     pool->ParallelFor(n_tasks, [&](int64_t t_begin, int64_t t_end) {
@@ -117,8 +118,8 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
 }  // namespace
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
-                         const float* x, size_t x_stride, int64_t n_rows, float* y,
-                         size_t y_stride, ThreadPool* pool) {
+                         const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
+                         ThreadPool* pool) {
   if (n_out < 0 || n_in <= 0 || n_rows < 0) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad shape n_out=%d n_in=%d n_rows=%d",
                   n_out, n_in, n_rows);
@@ -141,7 +142,8 @@ absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: row_bytes %d < %d needed for n_in=%d",
                   row_bytes, *need, n_in);
   }
-  if ((n_rows > 1 && (x_stride < static_cast<size_t>(n_in) || y_stride < static_cast<size_t>(n_out)))) {
+  if ((n_rows > 1 &&
+       (x_stride < static_cast<size_t>(n_in) || y_stride < static_cast<size_t>(n_out)))) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: x_stride %d / y_stride %d too small",
                   x_stride, y_stride);
   }

@@ -35,7 +35,7 @@ class ThreadPool;
 // pool may be null (runs on the caller); work is split over whole output rows.
 // Thread-safe (no shared state besides the pool).
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
-                         const float* x, size_t x_stride, int64_t n_rows, float* y,
-                         size_t y_stride, ThreadPool* pool);
+                         const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
+                         ThreadPool* pool);
 
 }  // namespace llm

@@ -36,7 +36,8 @@ inline __m128 WeightScales2(const Block* blk, bool with_min) {
     uint32_t p0, p1;
     __builtin_memcpy(&p0, &blk[0].d, 4);
     __builtin_memcpy(&p1, &blk[1].d, 4);
-    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(p0)), static_cast<int>(p1), 1));
+    return _mm_cvtph_ps(
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(p0)), static_cast<int>(p1), 1));
   }
   return _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(blk[0].d), blk[1].d, 2));
 }
@@ -66,11 +67,17 @@ inline __m512i UnpackNibbles2(const uint8_t* qs0, const uint8_t* qs1) {
 template <DType T>
 struct BlockOf;
 template <>
-struct BlockOf<DType::kQ8_0> { using type = BlockQ8_0; };
+struct BlockOf<DType::kQ8_0> {
+  using type = BlockQ8_0;
+};
 template <>
-struct BlockOf<DType::kQ4_0> { using type = BlockQ4_0; };
+struct BlockOf<DType::kQ4_0> {
+  using type = BlockQ4_0;
+};
 template <>
-struct BlockOf<DType::kQ4_1> { using type = BlockQ4_1; };
+struct BlockOf<DType::kQ4_1> {
+  using type = BlockQ4_1;
+};
 
 // Weights of blocks b, b+1 as the u8 operand (|w| or nibble) and, for the
 // signed types, the mask of negative weights (x is negated there).
@@ -132,7 +139,8 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
     for (int r = 0; r < R; ++r) {
       const int64_t row = r0 + r;
       __m512i xq = _mm512_loadu_si512(a.q + row * a.n_in + b * 32);
-      if constexpr (T != DType::kQ4_1) xq = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
+      if constexpr (T != DType::kQ4_1)
+        xq = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
       const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, xq);
       // p = [dw0*d0, mw0*s0, dw1*d1, mw1*s1]
       const __m128 p = _mm_mul_ps(wdm, _mm_loadu_ps(a.ds + 2 * (row * nb + b)));
@@ -152,8 +160,10 @@ void PairRowTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, fl
     const __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
     for (int r = 0; r < R; ++r) {
       const int64_t row = r0 + r;
-      __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row * a.n_in + b * 32));
-      if constexpr (T != DType::kQ4_1) xq = _mm256_mask_sub_epi8(xq, neg, _mm256_setzero_si256(), xq);
+      __m256i xq =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row * a.n_in + b * 32));
+      if constexpr (T != DType::kQ4_1)
+        xq = _mm256_mask_sub_epi8(xq, neg, _mm256_setzero_si256(), xq);
       const __m256i isum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xq);
       const __m128 p = _mm_mul_ps(wdm, Load2(a.ds + 2 * (row * nb + b)));  // [dw*d, mw*s, 0, 0]
       tail[r] = _mm256_mul_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(isum));
@@ -190,10 +200,14 @@ void PairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
 namespace qmm {
 Kernel Avx512Kernel(DType t) {
   switch (t) {
-    case DType::kQ8_0: return &PairKernel<DType::kQ8_0>;
-    case DType::kQ4_0: return &PairKernel<DType::kQ4_0>;
-    case DType::kQ4_1: return &PairKernel<DType::kQ4_1>;
-    default: return KernelFor(t);
+    case DType::kQ8_0:
+      return &PairKernel<DType::kQ8_0>;
+    case DType::kQ4_0:
+      return &PairKernel<DType::kQ4_0>;
+    case DType::kQ4_1:
+      return &PairKernel<DType::kQ4_1>;
+    default:
+      return KernelFor(t);
   }
 }
 }  // namespace qmm

@@ -130,15 +130,24 @@ bool UsesQuantizedActs(DType t) {
 
 Kernel ScalarKernel(DType t) {
   switch (t) {
-    case DType::kF32: return &GenericKernelT<DType::kF32>;
-    case DType::kF16: return &GenericKernelT<DType::kF16>;
-    case DType::kBF16: return &GenericKernelT<DType::kBF16>;
-    case DType::kQ4_K: return &GenericKernelT<DType::kQ4_K>;
-    case DType::kQ6_K: return &GenericKernelT<DType::kQ6_K>;
-    case DType::kQ8_0: return &KernelQ8_0;
-    case DType::kQ4_0: return &KernelQ4_0;
-    case DType::kQ4_1: return &KernelQ4_1;
-    default: return nullptr;
+    case DType::kF32:
+      return &GenericKernelT<DType::kF32>;
+    case DType::kF16:
+      return &GenericKernelT<DType::kF16>;
+    case DType::kBF16:
+      return &GenericKernelT<DType::kBF16>;
+    case DType::kQ4_K:
+      return &GenericKernelT<DType::kQ4_K>;
+    case DType::kQ6_K:
+      return &GenericKernelT<DType::kQ6_K>;
+    case DType::kQ8_0:
+      return &KernelQ8_0;
+    case DType::kQ4_0:
+      return &KernelQ4_0;
+    case DType::kQ4_1:
+      return &KernelQ4_1;
+    default:
+      return nullptr;
   }
 }
 
