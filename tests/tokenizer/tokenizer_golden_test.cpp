@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -235,6 +236,24 @@ TEST_P(TokenizerGoldenTest, RandomBytesNeverFail) {
       for (int32_t t : *ids) ASSERT_TRUE(t >= 0 && t < tok_->n_vocab());
     }
   }
+}
+
+// Tokenize is const and thread-safe: concurrent calls give the golden ids.
+TEST_P(TokenizerGoldenTest, ConcurrentTokenize) {
+  const Value& cases = golden_["cases"];
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < cases.arr.size(); i += 2) {
+        const Value& c = cases.arr[i];
+        auto ids = tok_->Tokenize(FromHex(c["text"].str), c["add_special"].b, c["parse_special"].b);
+        if (!ids.ok() || *ids != Ids(c["ids"])) ++failures[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int f : failures) EXPECT_EQ(f, 0);
 }
 
 // A 100 KB prompt tokenizes (linear-ish algorithms; no timing asserted).
