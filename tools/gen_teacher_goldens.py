@@ -22,20 +22,22 @@ Binary format (before gzip; all integers little-endian):
     uint32   n_vocab
     uint32   n_prompts
     uint32   n_cont      continuation tokens per prompt (32)
-    uint32   inv_scale   = 64: logit = q / inv_scale
+    uint32   inv_scale   logit = q / inv_scale: 64 by default (SmolLM2),
+                         4096 for --random-prompts (tiny models, |logit| < 2)
     uint32   layout      = 1: byte-planar logits (see below)
   then n_prompts records:
     uint32   n_prompt_tokens
     int32    prompt_ids[n_prompt_tokens]
     int32    cont_ids[n_cont]       the reference's greedy continuation
     logits   n_cont vectors; vector j holds the logits that predict
-             cont_ids[j]. Each is n_vocab int16 values q = round(logit * 64)
+             cont_ids[j]. Each is n_vocab int16 values q = round(logit * inv_scale)
              stored byte-planar to help gzip: first the n_vocab low bytes,
              then the n_vocab high bytes (q = lo | hi << 8, as int16).
-Quantization: |logit - q/64| <= 1/128 (round to nearest); the generator
-refuses logits outside the int16 range (|logit| >= 511). The test's
-tolerances (mean |diff| <= 0.1, max <= 1.0, top-1 margin >= 0.5) are far
-above this error; the recorded cont_ids come from the float logits.
+Quantization: |logit - q/inv_scale| <= 1/(2 inv_scale) (round to nearest):
+1/128 at 64, 1/8192 at 4096; the generator refuses logits outside the int16
+range (|logit| * inv_scale >= 32704). The test's tolerances (mean |diff| <=
+0.1, max <= 1.0, top-1 margin >= 0.5) are far above this error; the recorded
+cont_ids come from the float logits (exact).
 """
 
 import argparse
@@ -51,7 +53,7 @@ import numpy as np
 
 MAGIC = b"LLMTFGLD"
 VERSION = 1
-INV_SCALE = 64
+INV_SCALE = 64  # default; the tiny models' small logits get 4096
 LAYOUT_BYTE_PLANAR = 1
 N_CONT = 32
 
@@ -86,15 +88,15 @@ TEXT_PROMPTS = [
 ]
 
 
-def quantize(logits):
-    """float32 [n_vocab] -> int16 with q = round(x * 64)."""
+def quantize(logits, inv_scale):
+    """float32 [n_vocab] -> int16 with q = round(x * inv_scale)."""
     x = np.asarray(logits, dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("reference logits contain NaN/Inf")
-    if np.max(np.abs(x)) >= 511.0:
+    if np.max(np.abs(x)) * inv_scale >= 32704:
         raise ValueError("reference logit %g is outside the int16 range" % np.max(np.abs(x)))
-    q = np.rint(x * INV_SCALE).astype(np.int16)
-    assert np.max(np.abs(q.astype(np.float64) / INV_SCALE - x)) <= 0.5 / INV_SCALE + 1e-9
+    q = np.rint(x * inv_scale).astype(np.int16)
+    assert np.max(np.abs(q.astype(np.float64) / inv_scale - x)) <= 0.5 / inv_scale + 1e-9
     return q
 
 
@@ -140,7 +142,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="seed for the random prompts")
     ap.add_argument("--n-cont", type=int, default=N_CONT)
     ap.add_argument("--n-ctx", type=int, default=512)
+    ap.add_argument("--inv-scale", type=int, default=None,
+                    help="logit = q / inv_scale (default 64; 4096 with --random-prompts)")
     args = ap.parse_args()
+    if args.inv_scale is None:
+        args.inv_scale = 4096 if args.random_prompts else INV_SCALE
 
     import llama_cpp
     import llama_cpp.llama
@@ -198,7 +204,7 @@ def main():
               % (i, len(ids), cont[:6], n_clear, len(vecs)), file=sys.stderr)
 
     header = MAGIC + struct.pack("<6I", VERSION, n_vocab, len(records), args.n_cont,
-                                 INV_SCALE, LAYOUT_BYTE_PLANAR)
+                                 args.inv_scale, LAYOUT_BYTE_PLANAR)
     assert len(header) == 32
     # mtime=0: the same logits give the same .gz bytes.
     with open(bin_path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
@@ -208,7 +214,7 @@ def main():
             f.write(np.asarray(ids, dtype="<i4").tobytes())
             f.write(np.asarray(cont, dtype="<i4").tobytes())
             for v in vecs:
-                f.write(byte_planar(quantize(v)))
+                f.write(byte_planar(quantize(v, args.inv_scale)))
 
     meta = {
         "name": args.name,
@@ -222,7 +228,7 @@ def main():
                                "use_extra_bufts": bool(getattr(llm.model_params, "use_extra_bufts", False)), "decoding": "greedy argmax"},
         "n_vocab": n_vocab,
         "n_cont": args.n_cont,
-        "inv_scale": INV_SCALE,
+        "inv_scale": args.inv_scale,
         "random_prompts_seed": args.seed if args.random_prompts else None,
         "prompts": [{"kind": kind, "text": text, "n_tokens": len(ids), "ids": ids,
                      "continuation": rec[1],

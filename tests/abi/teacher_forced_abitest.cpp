@@ -10,9 +10,15 @@
 //   - the top-1 agreement rate over all positions is reported;
 //   - over all positions and vocabulary entries: mean |diff| <= 0.1 and
 //     max |diff| <= 1.0.
-// The goldens store logits as int16 with scale 1/64, so each reference value
-// carries up to 1/128 of rounding error: far below the 0.1 / 1.0 tolerances
-// and the 0.5 margin (the reference top-1 id itself is stored exactly).
+// The goldens store logits as int16 with scale 1/inv_scale (1/64 for
+// SmolLM2, 1/4096 for the tiny models), so each reference value carries up to
+// 1/128 of rounding error: far below the 0.1 / 1.0 tolerances and the 0.5
+// margin (the reference top-1 id itself is stored exactly).
+//
+// Also reported, not asserted: the same differences after removing each
+// position's mean offset (softmax ignores a constant shift), the mean and max
+// KL(reference || libllm) of the next-token distributions, and the spread
+// (standard deviation) of the reference logits, to judge the tolerances by.
 //
 // Golden format: see the docstring of tools/gen_teacher_goldens.py.
 // Reading the .gz uses zlib when the build defines LLM_HAVE_ZLIB (and links
@@ -24,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -42,9 +49,9 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kLayoutBytePlanar = 1;
 
 struct GoldenPrompt {
-  std::vector<int32_t> prompt;   // [n_prompt_tokens]
-  std::vector<int32_t> cont;     // [n_cont] reference greedy tokens
-  std::vector<int16_t> logits;   // [n_cont][n_vocab], q = round(logit * inv_scale)
+  std::vector<int32_t> prompt;  // [n_prompt_tokens]
+  std::vector<int32_t> cont;    // [n_cont] reference greedy tokens
+  std::vector<int16_t> logits;  // [n_cont][n_vocab], q = round(logit * inv_scale)
 };
 
 struct Golden {
@@ -216,11 +223,22 @@ struct SessionDeleter {
 };
 
 struct Case {
-  const char *name;    // test name suffix
-  const char *golden;  // tests/data/golden/<golden>.teacher.bin.gz
+  const char *name;       // test name suffix
+  const char *golden;     // tests/data/golden/<golden>.teacher.bin.gz
   const char *tiny_type;  // nullptr: the real model (DefaultModelPath)
   int32_t kv_type;
 };
+
+// The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
+// against which the absolute limits 0.1 / 1.0 say little. For them the
+// differences must also stay small relative to the reference logits' spread:
+// mean |diff| <= 0.05 std and max |diff| <= 0.5 std (measured at first
+// landing: mean <= 0.012 std, max <= 0.08 std for all six types).
+// gtest prints the parameter of a failing test with this.
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
+
+constexpr double kTinyMeanRelStd = 0.05;
+constexpr double kTinyMaxRelStd = 0.5;
 
 std::string ModelPathFor(const Case &c) {
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
@@ -269,6 +287,8 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   double sum_abs = 0.0, max_abs = 0.0;
   size_t max_at_prompt = 0, max_at_pos = 0, max_at_token = 0;
   size_t n_pos = 0, n_agree = 0, n_clear = 0, n_clear_agree = 0;
+  double sum_centered = 0.0, max_centered = 0.0, sum_kl = 0.0, max_kl = 0.0;
+  double ref_sum = 0.0, ref_sum_sq = 0.0;
   std::vector<double> ref(n_vocab);
 
   for (size_t pi = 0; pi < g.prompts.size(); ++pi) {
@@ -297,6 +317,33 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
         if (v != ref_top) ref_second = std::max(ref_second, ref[v]);
       }
       const bool clear = ref[ref_top] - ref_second >= 0.5;
+
+      // Shift-free differences and KL(ref || ours), in float64.
+      double mean_d = 0.0, ref_max = -INFINITY, our_max = -INFINITY;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        mean_d += static_cast<double>(logits[v]) - ref[v];
+        ref_max = std::max(ref_max, ref[v]);
+        our_max = std::max(our_max, static_cast<double>(logits[v]));
+        ref_sum += ref[v];
+        ref_sum_sq += ref[v] * ref[v];
+      }
+      mean_d /= static_cast<double>(n_vocab);
+      double ref_z = 0.0, our_z = 0.0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        const double c = std::fabs(static_cast<double>(logits[v]) - ref[v] - mean_d);
+        sum_centered += c;
+        max_centered = std::max(max_centered, c);
+        ref_z += std::exp(ref[v] - ref_max);
+        our_z += std::exp(static_cast<double>(logits[v]) - our_max);
+      }
+      double kl = 0.0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        const double lp = ref[v] - ref_max - std::log(ref_z);
+        const double lq = static_cast<double>(logits[v]) - our_max - std::log(our_z);
+        kl += std::exp(lp) * (lp - lq);
+      }
+      sum_kl += kl;
+      max_kl = std::max(max_kl, kl);
 
       size_t our_top = 0;
       for (size_t v = 0; v < n_vocab; ++v) {
@@ -344,29 +391,48 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 
   const double mean_abs = sum_abs / (static_cast<double>(n_pos) * n_vocab);
   const double agreement = static_cast<double>(n_agree) / n_pos;
+  const double n_all = static_cast<double>(n_pos) * n_vocab;
+  const double mean_centered = sum_centered / n_all;
+  const double mean_kl = sum_kl / n_pos;
+  const double ref_std =
+      std::sqrt(std::max(0.0, ref_sum_sq / n_all - (ref_sum / n_all) * (ref_sum / n_all)));
   std::printf(
       "[ %s ] %zu positions: top-1 agreement %.2f%% (%zu/%zu); clear-margin positions %zu/%zu "
       "agree; mean |diff| %.5f (limit 0.1), max |diff| %.4f (limit 1.0) at prompt %zu "
       "position %zu token %zu\n",
       c.name, n_pos, 100.0 * agreement, n_agree, n_pos, n_clear_agree, n_clear, mean_abs, max_abs,
       max_at_prompt, max_at_pos, max_at_token);
+  std::printf(
+      "[ %s ] reported only: reference logit std %.4f; shift-removed mean |diff| %.5f, max "
+      "%.4f; KL(ref||libllm) mean %.3g, max %.3g nats\n",
+      c.name, ref_std, mean_centered, max_centered, mean_kl, max_kl);
   std::fflush(stdout);
   RecordProperty("top1_agreement", std::to_string(agreement));
   RecordProperty("clear_positions", std::to_string(n_clear));
   RecordProperty("clear_agree", std::to_string(n_clear_agree));
   RecordProperty("mean_abs_diff", std::to_string(mean_abs));
   RecordProperty("max_abs_diff", std::to_string(max_abs));
+  RecordProperty("ref_logit_std", std::to_string(ref_std));
+  RecordProperty("centered_mean_abs_diff", std::to_string(mean_centered));
+  RecordProperty("centered_max_abs_diff", std::to_string(max_centered));
+  RecordProperty("mean_kl", std::to_string(mean_kl));
+  RecordProperty("max_kl", std::to_string(max_kl));
 
   EXPECT_EQ(n_clear_agree, n_clear) << "top-1 must match wherever the reference margin >= 0.5";
   EXPECT_LE(mean_abs, 0.1);
   EXPECT_LE(max_abs, 1.0);
+  if (c.tiny_type != nullptr) {
+    EXPECT_LE(mean_abs, kTinyMeanRelStd * ref_std) << "relative to the reference logit spread";
+    EXPECT_LE(max_abs, kTinyMaxRelStd * ref_std) << "relative to the reference logit spread";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SmolLM2, TeacherForcedTest,
-    ::testing::Values(Case{"SmolLM2_KvF32", "smollm2", nullptr, LLM_KV_F32},
-                      Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
-    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(SmolLM2, TeacherForcedTest,
+                         ::testing::Values(Case{"SmolLM2_KvF32", "smollm2", nullptr, LLM_KV_F32},
+                                           Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return std::string(info.param.name);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(
     Tiny, TeacherForcedTest,

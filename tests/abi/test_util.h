@@ -67,22 +67,22 @@ inline std::string TinyModelPath(const std::string &type) {
 
 // A required file is missing: skip locally, fail in CI (CI=true). Use in a
 // test body (void function); it returns from it.
-#define LLM_ABI_SKIP_OR_FAIL(message)              \
-  do {                                             \
-    if (::llm_abi_test::IsCI()) {                  \
-      FAIL() << message;                           \
-    } else {                                       \
-      GTEST_SKIP() << message;                     \
-    }                                              \
+#define LLM_ABI_SKIP_OR_FAIL(message) \
+  do {                                \
+    if (::llm_abi_test::IsCI()) {     \
+      FAIL() << message;              \
+    } else {                          \
+      GTEST_SKIP() << message;        \
+    }                                 \
   } while (0)
 
 // Skip (or fail in CI) unless `path` names an existing file.
-#define LLM_ABI_REQUIRE_FILE(path)                                         \
-  do {                                                                     \
-    const std::string llm_abi_required_path_ = (path);                     \
-    if (!::llm_abi_test::FileExists(llm_abi_required_path_)) {             \
-      LLM_ABI_SKIP_OR_FAIL("missing file: " << llm_abi_required_path_);    \
-    }                                                                      \
+#define LLM_ABI_REQUIRE_FILE(path)                                      \
+  do {                                                                  \
+    const std::string llm_abi_required_path_ = (path);                  \
+    if (!::llm_abi_test::FileExists(llm_abi_required_path_)) {          \
+      LLM_ABI_SKIP_OR_FAIL("missing file: " << llm_abi_required_path_); \
+    }                                                                   \
   } while (0)
 
 #endif  // LLM_TESTS_ABI_TEST_UTIL_H_
