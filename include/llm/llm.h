@@ -256,9 +256,10 @@ LLM_API llm_status llm_session_prefill(llm_session *session, const llm_token *to
  * context limit -> LLM_ERR_CONTEXT_FULL (nothing changes). */
 LLM_API llm_status llm_session_decode(llm_session *session, llm_token *out_token);
 
-/* Logits for the next position (n_vocab floats), valid until the next call
- * that changes the session. NULL logits (no prefill yet) ->
- * LLM_ERR_INVALID_ARGUMENT. */
+/* Logits for the next position: *out_logits receives n_vocab floats owned by
+ * the session, valid until the next call that changes the session;
+ * *n_vocab_out receives n_vocab (neither pointer may be NULL). No logits yet
+ * (no prefill since creation or reset) -> LLM_ERR_INVALID_ARGUMENT. */
 LLM_API llm_status llm_session_logits(const llm_session *session, const float **out_logits,
                                       size_t *n_vocab_out);
 
@@ -294,6 +295,7 @@ LLM_API llm_status llm_generate_params_init(llm_generate_params *params);
 #define LLM_STOP_MAX_TOKENS 1 /* max_tokens were generated */
 #define LLM_STOP_STRING 2     /* a stop string appeared */
 #define LLM_STOP_CALLBACK 3   /* on_piece returned non-zero */
+#define LLM_STOP_CONTEXT_FULL 4 /* the session reached n_ctx */
 
 typedef struct llm_generate_result {
   uint32_t struct_size;
@@ -307,8 +309,12 @@ typedef struct llm_generate_result {
 LLM_API llm_status llm_generate_result_init(llm_generate_result *result);
 
 /* Prefill prompt (n may be 0 to continue from the current logits), then
- * decode until an end-of-generation token, a stop string, max_tokens or the
- * callback stops it. result may be NULL. */
+ * decode until an end-of-generation token, a stop string, max_tokens, the
+ * callback, or the end of the session's context stops it (LLM_OK in every
+ * case; result->stop_reason says which). params must not be NULL (fill it
+ * with llm_generate_params_init); result may be NULL. A prompt that does not
+ * fit -> LLM_ERR_CONTEXT_FULL with nothing appended. The generated tokens stay
+ * in the session, so a later call can continue the text. */
 LLM_API llm_status llm_generate(llm_session *session, const llm_token *prompt, size_t n,
                                 const llm_generate_params *params, llm_generate_result *result);
 

@@ -44,6 +44,7 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
   LLM_API_BEGIN
   LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
   LLM_CHECK_ARG(prompt != nullptr || n == 0, "prompt must not be NULL when n > 0");
+  LLM_CHECK_ARG(params != nullptr, "params must not be NULL (use llm_generate_params_init)");
   LLM_CHECK_ARG(result == nullptr || result->struct_size >= sizeof(llm_generate_result),
                 "result: struct_size is too small (call llm_generate_result_init)");
   llm_generate_params p;

@@ -1,5 +1,6 @@
 // llm_model_*: loading, freeing, information.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "api/handles.h"
@@ -76,6 +77,9 @@ LLM_API llm_status llm_model_load_from_memory(const void* data, size_t size,
   LLM_API_BEGIN
   LLM_CHECK_ARG(data != nullptr, "data must not be NULL");
   LLM_CHECK_ARG(size > 0, "size must be > 0");
+  LLM_CHECK_ARG(size <= static_cast<size_t>(PTRDIFF_MAX) &&
+                    reinterpret_cast<uintptr_t>(data) <= UINTPTR_MAX - size,
+                "size: the buffer would extend past the end of the address space");
   LLM_CHECK_ARG(out_model != nullptr, "out_model must not be NULL");
   llm::ModelLoadOptions options;
   llm_status s = ToOptions(params, &options);

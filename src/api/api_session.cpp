@@ -131,12 +131,13 @@ LLM_API llm_status llm_session_logits(const llm_session* session, const float** 
   LLM_API_BEGIN
   LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
   LLM_CHECK_ARG(out_logits != nullptr, "out_logits must not be NULL");
+  LLM_CHECK_ARG(n_vocab_out != nullptr, "n_vocab_out must not be NULL");
   if (!session->session->has_logits()) {
     return Fail(LLM_ERR_INVALID_ARGUMENT,
                 "session has no logits yet: call llm_session_prefill first");
   }
   *out_logits = session->session->logits().data();
-  if (n_vocab_out != nullptr) *n_vocab_out = session->session->logits().size();
+  *n_vocab_out = session->session->logits().size();
   return LLM_OK;
   LLM_API_END
 }

@@ -49,6 +49,7 @@ LLM_API llm_status llm_detokenize(const llm_model* model, const llm_token* token
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
   LLM_CHECK_ARG(tokens != nullptr || n_tokens == 0, "tokens must not be NULL when n_tokens > 0");
+  LLM_CHECK_ARG(n_tokens <= (size_t{1} << 31), "n_tokens is larger than 2^31");
   const llm::Tokenizer& tok = model->model->tokenizer();
   std::string text;
   for (size_t i = 0; i < n_tokens; ++i) {

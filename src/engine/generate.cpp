@@ -43,6 +43,10 @@ absl::StatusOr<GenerateResult> Generate(Session& session, absl::Span<const int32
   start = std::chrono::steady_clock::now();
   result.stop_reason = StopReason::kMaxTokens;
   for (int i = 0; i < options.max_tokens; ++i) {
+    if (static_cast<int64_t>(session.tokens().size()) >= session.n_ctx()) {
+      result.stop_reason = StopReason::kContextFull;
+      break;
+    }
     LLM_ASSIGN_OR_RETURN(int32_t token, session.Decode());
     ++result.n_generated;
     if (tokenizer.IsEog(token)) {

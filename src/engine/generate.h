@@ -15,7 +15,7 @@
 
 namespace llm {
 
-enum class StopReason { kEog = 0, kMaxTokens = 1, kStopString = 2, kCallback = 3 };
+enum class StopReason { kEog = 0, kMaxTokens = 1, kStopString = 2, kCallback = 3, kContextFull = 4 };
 
 struct GenerateOptions {
   int max_tokens = 256;
