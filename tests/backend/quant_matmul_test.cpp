@@ -149,6 +149,22 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
         ASSERT_EQ(0, std::memcmp(y1.data(), y16.data() + r * n_out, n_out * sizeof(float)))
             << "row " << r << ": n_rows=1 differs from n_rows=16";
       }
+      // A long batch (several row blocks, odd count) gives the same rows too.
+      {
+        const int64_t n_long = 131;
+        std::vector<float> xl(n_long * n_in), yl(n_long * n_out);
+        for (int64_t r = 0; r < n_long; ++r) {
+          std::memcpy(xl.data() + r * n_in, x.data() + (r % n_rows) * n_in, n_in * sizeof(float));
+        }
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, xl.data(), n_in, n_long, yl.data(),
+                                n_out, &pool2)
+                        .ok());
+        for (int64_t r = 0; r < n_long; ++r) {
+          ASSERT_EQ(0, std::memcmp(yl.data() + r * n_out, y16.data() + (r % n_rows) * n_out,
+                                   n_out * sizeof(float)))
+              << "row " << r << " of a " << n_long << "-row batch";
+        }
+      }
       // A 3-row batch taken from the middle gives the same rows again.
       std::vector<float> y3(3 * n_out);
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + 5 * n_in, n_in, 3, y3.data(),
