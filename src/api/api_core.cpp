@@ -36,7 +36,7 @@ llm_status CopyOut(const std::string& text, bool nul_terminate, char* buf, size_
                                               " is too small, " + std::to_string(need) +
                                               " bytes are needed");
   }
-  std::memcpy(buf, text.data(), text.size());
+  if (!text.empty()) std::memcpy(buf, text.data(), text.size());
   if (nul_terminate) buf[text.size()] = '\0';
   return LLM_OK;
 }
