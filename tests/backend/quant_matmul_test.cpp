@@ -69,7 +69,7 @@ TEST(QuantMatMulTest, MatchesFloat64ReferenceOnEverySimdLevel) {
                      " n_out=" + std::to_string(sh.n_out) + " n_in=" + std::to_string(sh.n_in) +
                      " n_rows=" + std::to_string(n_rows));
         const size_t need = *RowBytes(sh.type, sh.n_in);
-        const size_t row_bytes = need + (n_rows == 3 ? 6 : 0);  // padded rows too
+        const size_t row_bytes = need + (n_rows == 3 ? 8 : 0);  // padded rows too
         const std::vector<uint8_t> w = RandomWeights(rng, sh.type, sh.n_out, sh.n_in, row_bytes);
         const size_t x_stride = sh.n_in + (n_rows == 3 ? 5 : 0);
         const size_t y_stride = sh.n_out + (n_rows == 3 ? 3 : 0);
@@ -224,6 +224,11 @@ TEST(QuantMatMulTest, RejectsBadArguments) {
   s = QuantMatMul(DType::kQ8_0, w.data(), 34, -1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
   s = QuantMatMul(DType::kQ8_0, w.data(), 34, 2, 32, x.data(), 16, 2, y.data(), 2, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  // Misaligned rows (F32 needs 4-byte, the others 2-byte alignment).
+  s = QuantMatMul(DType::kF32, w.data(), 130, 2, 32, x.data(), 32, 1, y.data(), 2, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
+  s = QuantMatMul(DType::kQ8_0, w.data() + 1, 34, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
   // Huge shapes are refused before allocating.
   s = QuantMatMul(DType::kF32, w.data(), 4, 1, int64_t{1} << 40, x.data(), size_t{1} << 40,

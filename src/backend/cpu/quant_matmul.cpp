@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <vector>
@@ -141,6 +142,14 @@ absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n
   if (row_bytes < *need) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: row_bytes %d < %d needed for n_in=%d",
                   row_bytes, *need, n_in);
+  }
+  // Rows are read through their element / block types: W and row_bytes must
+  // keep every row at the type's natural alignment (always true for GGUF).
+  const size_t align = wtype == DType::kF32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(W) % align != 0 || row_bytes % align != 0) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "QuantMatMul: weights must be %d-byte aligned (W=%p, row_bytes=%d)", align, W,
+                  row_bytes);
   }
   if ((n_rows > 1 &&
        (x_stride < static_cast<size_t>(n_in) || y_stride < static_cast<size_t>(n_out)))) {

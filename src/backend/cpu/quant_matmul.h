@@ -15,6 +15,8 @@ class ThreadPool;
 // y[r][o] = sum_i W[o][i] * x[r][i]
 //   W: n_out rows of n_in elements of GGUF type `wtype`, row-major; row o
 //      starts at (const char*)W + o * row_bytes (row_bytes >= RowBytes(wtype, n_in)).
+//      W and row_bytes must be multiples of 4 for F32 and of 2 otherwise (as
+//      in every GGUF file), else LLM_ERR_INVALID_ARGUMENT.
 //   x: [n_rows][n_in] f32, row stride x_stride floats (>= n_in).
 //   y: [n_rows][n_out] f32, row stride y_stride floats (>= n_out); must not
 //      overlap x or W.
