@@ -12,7 +12,8 @@ namespace llm {
 class ThreadPool;
 
 // Contiguous KV cache of one layer: K and V for position p and kv head g start
-// at element p * row_stride + g * head_dim of k / v.
+// at element p * row_stride + g * head_dim of k / v (naturally aligned
+// float / uint16_t arrays). The caller keeps them alive during Attention.
 struct KvView {
   const void* k = nullptr;  // [n_pos][n_head_kv][head_dim] (f16 or f32)
   const void* v = nullptr;  // same layout as k
