@@ -427,6 +427,41 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   }
 }
 
+// The golden files themselves: the reader accepts each committed file,
+// rejects truncations, and each recorded continuation token holds the largest
+// quantized logit (rounding is monotone, and the token is the float argmax).
+TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
+  const char *names[] = {"smollm2",         "tiny-llama-F16",  "tiny-llama-BF16", "tiny-llama-Q8_0",
+                         "tiny-llama-Q4_0", "tiny-llama-Q4_K", "tiny-llama-Q6_K"};
+  for (const char *name : names) {
+    const std::string path =
+        llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
+    LLM_ABI_REQUIRE_FILE(path);
+    std::string raw, err;
+    ASSERT_TRUE(ReadGzipFile(path, &raw, &err)) << err;
+    Golden g;
+    ASSERT_TRUE(ParseGolden(raw, &g, &err)) << path << ": " << err;
+    EXPECT_GE(g.prompts.size(), 20u) << path;
+    EXPECT_EQ(g.n_cont, 32u) << path;
+    for (const GoldenPrompt &p : g.prompts) {
+      for (size_t j = 0; j < g.n_cont; ++j) {
+        const int16_t *q = p.logits.data() + j * g.n_vocab;
+        const int16_t top = *std::max_element(q, q + g.n_vocab);
+        ASSERT_EQ(q[p.cont[j]], top) << path << " position " << j;
+      }
+    }
+    // Truncations: header, ids, logits, and one byte short of the end.
+    for (size_t cut : {size_t{0}, size_t{7}, size_t{31}, size_t{33}, size_t{100}, size_t{5000},
+                       raw.size() / 2, raw.size() - 1}) {
+      if (cut >= raw.size()) continue;
+      Golden bad;
+      EXPECT_FALSE(ParseGolden(raw.substr(0, cut), &bad, &err)) << path << " cut at " << cut;
+    }
+    Golden extra;
+    EXPECT_FALSE(ParseGolden(raw + "x", &extra, &err)) << "trailing bytes accepted";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SmolLM2, TeacherForcedTest,
                          ::testing::Values(Case{"SmolLM2_KvF32", "smollm2", nullptr, LLM_KV_F32},
                                            Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
