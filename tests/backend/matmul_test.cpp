@@ -4,8 +4,10 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "core/half.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
@@ -82,6 +84,39 @@ TEST(MatMulF32Test, RejectsBadArguments) {
   EXPECT_EQ(ToLlmStatus(MatMulF32(nullptr, a, c, 2, 2, 2, 1)), LLM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ToLlmStatus(MatMulF32(a, a, c, 2, 2, 2, 0)), LLM_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(MatMulF32(a, a, c, 0, 2, 2, 1).ok());
+}
+
+}  // namespace
+}  // namespace llm
+
+namespace llm {
+namespace {
+
+// bf16 weights and bf16-rounded activations: the reference multiplies the
+// same rounded values in double, so only accumulation error remains.
+TEST(MatMulBF16Test, MatchesFloat64ReferenceOfRoundedInputs) {
+  const uint32_t seed = testing_util::FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {7, 37, 33}, {64, 576, 576}}) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    const std::vector<float> a = testing_util::RandomVector(rng, m * k);
+    const std::vector<float> wf = testing_util::RandomVector(rng, n * k);
+    std::vector<uint16_t> w(n * k);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(wf[i]);
+    std::vector<float> c(m * n, NAN);
+    const absl::Status s = MatMulBF16(a.data(), w.data(), c.data(), m, n, k, 1);
+    if (ToLlmStatus(s) == LLM_ERR_UNSUPPORTED) GTEST_SKIP() << s.message();
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<double> ad(m * k), wd(n * k), ref(m * n), abs_sum(m * n);
+    for (size_t i = 0; i < ad.size(); ++i) ad[i] = BF16ToF32(F32ToBF16(a[i]));
+    for (size_t i = 0; i < wd.size(); ++i) wd[i] = BF16ToF32(w[i]);
+    ref::RefMatMul(wd.data(), ad.data(), n, k, m, ref.data(), abs_sum.data());
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_LE(std::fabs(c[i] - ref[i]), 1e-5 * abs_sum[i]) << "i=" << i;
+    }
+  }
 }
 
 }  // namespace

@@ -20,4 +20,12 @@ namespace llm {
 absl::Status MatMulF32(const float* a, const float* w, float* c, int64_t m, int64_t n, int64_t k,
                        int n_threads);
 
+// Same product with bf16 weights w[n][k] (uint16_t bf16 bits): a is rounded to
+// bf16 (nearest even, as F32ToBF16) into scratch, products accumulate in f32,
+// c is f32. Uses AVX512_BF16 / AMX where oneDNN finds them; a CPU without any
+// bf16 path -> LLM_ERR_UNSUPPORTED. Error vs f64 of the bf16-rounded inputs
+// ~1e-6 relative to sum |a w|.
+absl::Status MatMulBF16(const float* a, const uint16_t* w, float* c, int64_t m, int64_t n,
+                        int64_t k, int n_threads);
+
 }  // namespace llm
