@@ -88,6 +88,22 @@ BENCHMARK(BM_MatMulF32)
     ->Args({128, 1536, 576, 2})
     ->UseRealTime();
 
+// Args: m, n, k, threads. bf16 weights (a is rounded to bf16 inside).
+void BM_MatMulBF16(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  std::vector<float> a(m * k, 0.5f), c(m * n);
+  std::vector<uint16_t> w(n * k, F32ToBF16(0.25f));
+  for (auto _ : state) {
+    auto s = MatMulBF16(a.data(), w.data(), c.data(), m, n, k, threads);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatMulBF16)->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->UseRealTime();
+
 // Decode attention of one token over n_kv cached positions (SmolLM2 heads:
 // 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1).
 // Bytes = the K and V read.
