@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backend/cpu/cpu_features.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -75,9 +77,21 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
   }
   model->gguf_ = std::move(gguf);
+  const LlamaHParams& hp = model->hparams_;
+  Logf(LLM_LOG_INFO,
+       "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "
+       "trained context %d, %d parameters%s; CPU kernels: %s, %d threads",
+       model->name_, hp.architecture, model->gguf_->version(), hp.n_layer, hp.n_embd, hp.n_head,
+       hp.n_head_kv, hp.n_vocab, hp.n_ctx_train, model->n_params(),
+       options.vocab_only ? " (vocab only)" : "", SimdLevelName(ActiveSimdLevel()),
+       model->default_threads_);
   return model;
 }
 
-uint64_t Model::n_params() const { return llama_ ? llama_->n_params() : 0; }
+uint64_t Model::n_params() const {
+  uint64_t n = 0;  // every tensor counts, so vocab_only models report it too
+  for (const GgufTensor& t : gguf_->tensors()) n += t.n_elements;
+  return n;
+}
 
 }  // namespace llm
