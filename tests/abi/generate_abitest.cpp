@@ -59,11 +59,11 @@ class GenerateTest : public ::testing::Test {
 
   // Greedy generation; returns the concatenated text.
   std::string Run(const std::vector<llm_token>& prompt, int max_tokens, const char* stop,
-                  Collected* c, llm_generate_result* r) {
+                  Collected* c, llm_generate_result* r, int n_ctx = 512) {
     llm_session_params sp;
     llm_session_params_init(&sp);
     sp.sampler.temperature = 0;
-    sp.n_ctx = 512;
+    sp.n_ctx = n_ctx;
     llm_session* s = nullptr;
     EXPECT_EQ(llm_session_create(model_, &sp, &s), LLM_OK) << llm_last_error();
     llm_generate_params gp;
@@ -128,6 +128,15 @@ TEST_F(GenerateTest, MaxTokensIsRespected) {
   llm_generate_result r;
   Run(ChatPrompt("Tell me a long story about a dragon."), 5, nullptr, &c, &r);
   EXPECT_EQ(r.stop_reason, LLM_STOP_MAX_TOKENS);
+  EXPECT_EQ(r.n_generated, 5);
+}
+
+TEST_F(GenerateTest, EndOfContextStopsWithItsOwnReason) {
+  Collected c;
+  llm_generate_result r;
+  const auto prompt = ChatPrompt("Tell me a long story about a dragon.");
+  Run(prompt, 100, nullptr, &c, &r, static_cast<int>(prompt.size()) + 5);
+  EXPECT_EQ(r.stop_reason, LLM_STOP_CONTEXT_FULL);
   EXPECT_EQ(r.n_generated, 5);
 }
 
