@@ -6,7 +6,11 @@
  *    results through out-parameters. On failure, llm_last_error() returns a
  *    thread-local message naming the problem; out-parameters are untouched
  *    unless stated otherwise.
- *  - Handles are opaque. llm_x_free(NULL) is a no-op.
+ *  - Handles are opaque ids, not pointers to library memory: every call looks
+ *    its handle up in a registry of live handles first, so a NULL, freed,
+ *    foreign or wrong-kind handle is refused with LLM_ERR_INVALID_ARGUMENT
+ *    without being dereferenced. Ids are never reused within a process.
+ *    llm_x_free(NULL) and freeing a stale handle are no-ops.
  *  - Params structs begin with uint32_t struct_size and are filled with
  *    defaults by llm_x_params_init(). The library reads only struct_size bytes,
  *    so fields are appended in later versions without breaking old callers.
@@ -18,8 +22,18 @@
  *  - Nothing (exception, abort, exit, assert) crosses this boundary.
  *
  * Threads: an llm_model is immutable after load and may be used from any
- * number of threads. An llm_session may be used by one thread at a time;
- * different sessions may be driven from different threads at once.
+ * number of threads. An llm_session serves one call at a time: a second call
+ * on a session while a call on it runs (from another thread, or re-entered
+ * from that call's callback) returns LLM_ERR_BUSY and changes nothing.
+ * Different sessions may be driven from different threads at once.
+ *
+ * Callbacks (progress, on_piece) run on the calling thread, inside the call.
+ * They may call any libllm function, with these results: calls on the session
+ * being driven -> LLM_ERR_BUSY; llm_session_free on it -> the handle dies at
+ * once, the generation stops (LLM_OK, LLM_STOP_CALLBACK) and the session is
+ * destroyed when the call returns; llm_model_free on any model -> allowed
+ * (sessions hold their own reference; a model being loaded has no handle
+ * yet). Returning "stop" is honoured at every call.
  *
  * This header compiles as C99 and as C++.
  */
@@ -241,8 +255,11 @@ LLM_API llm_status llm_session_params_init(llm_session_params *params);
 LLM_API llm_status llm_session_create(llm_model *model, const llm_session_params *params,
                                       llm_session **out_session);
 
-/* Free a session (and the model if it held the last reference). NULL no-op.
- * Must not race with another call on the same session. */
+/* Free a session (and the model if it held the last reference). NULL or a
+ * stale handle: no-op. May be called while another call uses the session
+ * (another thread, or that call's callback): the handle is dead at once, the
+ * call in flight finishes (a generation with on_piece stops at its next
+ * piece) and the session is destroyed when it returns. */
 LLM_API void llm_session_free(llm_session *session);
 
 /* Append n tokens and run the forward pass over them. n must be > 0 and the

@@ -21,6 +21,12 @@ LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_
   LLM_CHECK_ARG(n_messages > 0, "n_messages must be > 0");
   LLM_CHECK_ARG(n_messages <= (size_t{1} << 20), "n_messages is larger than 1M messages");
   LLM_CHECK_ARG(len_out != nullptr, "len_out must not be NULL");
+  std::shared_ptr<const llm::Model> mp;
+  if (model != nullptr) {
+    mp = llm::api::FindModel(model);
+    LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                                 "llm_model_load)");
+  }
   std::vector<llm::ChatMessage> msgs(n_messages);
   for (size_t i = 0; i < n_messages; ++i) {
     if (messages[i].role == nullptr || messages[i].content == nullptr) {
@@ -33,7 +39,7 @@ LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_
   options.add_generation_prompt = add_generation_prompt != 0;
   std::string bos, eos;
   if (model != nullptr) {
-    const llm::Tokenizer& tok = model->model->tokenizer();
+    const llm::Tokenizer& tok = mp->tokenizer();
     if (tok.bos() >= 0) bos = std::string(tok.TokenText(tok.bos()));
     if (tok.eos() >= 0) eos = std::string(tok.TokenText(tok.eos()));
     options.bos_text = bos;
@@ -46,7 +52,7 @@ LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_
     if (!named.ok()) return Fail(named.status());
     kind = *named;
   } else {
-    const std::string& text = model->model->chat_template();
+    const std::string& text = mp->chat_template();
     if (text.empty()) {
       return Fail(LLM_ERR_UNSUPPORTED,
                   "the model has no chat template: pass template_name (e.g. \"chatml\")");

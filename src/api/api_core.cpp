@@ -23,6 +23,15 @@ llm_status Fail(const absl::Status& status) {
 
 void ClearError() { t_last_error.clear(); }
 
+llm_status FailInternal(const char* what) noexcept {
+  try {
+    t_last_error = std::string("internal error: ") + what;
+  } catch (...) {
+    t_last_error.clear();
+  }
+  return LLM_ERR_INTERNAL;
+}
+
 llm_status CopyOut(const std::string& text, bool nul_terminate, char* buf, size_t capacity,
                    size_t* len_out) {
   if (len_out == nullptr) return Fail(LLM_ERR_INVALID_ARGUMENT, "len_out must not be NULL");

@@ -42,7 +42,8 @@ LLM_API llm_status llm_generate_result_init(llm_generate_result* result) {
 LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, size_t n,
                                 const llm_generate_params* params, llm_generate_result* result) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(prompt != nullptr || n == 0, "prompt must not be NULL when n > 0");
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL (use llm_generate_params_init)");
   LLM_CHECK_ARG(result == nullptr || result->struct_size >= sizeof(llm_generate_result),
@@ -54,7 +55,7 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
   LLM_CHECK_ARG(p.max_tokens > 0, "params: max_tokens must be > 0");
   LLM_CHECK_ARG(p.stop != nullptr || p.n_stop == 0, "params: stop is NULL but n_stop is not 0");
   LLM_CHECK_ARG(p.n_stop <= 64, "params: n_stop must be at most 64");
-  const size_t n_ctx = static_cast<size_t>(session->session->n_ctx());
+  const size_t n_ctx = static_cast<size_t>(lease->n_ctx());
   if (n > n_ctx) {
     return Fail(LLM_ERR_CONTEXT_FULL, "n = " + std::to_string(n) +
                                           " prompt tokens exceed the session's n_ctx = " +
@@ -69,12 +70,15 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
   if (p.on_piece != nullptr) {
     llm_piece_fn fn = p.on_piece;
     void* user = p.user;
-    options.on_piece = [fn, user](std::string_view text) {
-      return fn(text.data(), text.size(), user) == 0;
+    // A callback that frees this very session stops the generation; the
+    // session is destroyed when this call returns (the lease's destructor).
+    const llm::api::SessionLease* l = &lease;
+    options.on_piece = [fn, user, l](std::string_view text) {
+      return fn(text.data(), text.size(), user) == 0 && !l->free_requested();
     };
   }
   absl::StatusOr<llm::GenerateResult> r =
-      llm::Generate(*session->session, absl::MakeConstSpan(prompt, n), options);
+      llm::Generate(*lease, absl::MakeConstSpan(prompt, n), options);
   if (!r.ok()) return Fail(r.status());
   if (result != nullptr) {
     result->stop_reason = static_cast<int32_t>(r->stop_reason);

@@ -37,7 +37,7 @@ llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* option
 
 llm_status Publish(absl::StatusOr<std::shared_ptr<llm::Model>> model, llm_model** out_model) {
   if (!model.ok()) return Fail(model.status());
-  *out_model = new llm_model{std::move(model).value()};
+  *out_model = llm::api::RegisterModel(std::move(model).value());
   return LLM_OK;
 }
 
@@ -88,12 +88,7 @@ LLM_API llm_status llm_model_load_from_memory(const void* data, size_t size,
   LLM_API_END
 }
 
-LLM_API void llm_model_free(llm_model* model) {
-  try {
-    delete model;
-  } catch (...) {
-  }
-}
+LLM_API void llm_model_free(llm_model* model) { llm::api::FreeModel(model); }
 
 LLM_API llm_status llm_model_info_init(llm_model_info* info) {
   LLM_API_BEGIN
@@ -107,10 +102,13 @@ LLM_API llm_status llm_model_info_init(llm_model_info* info) {
 LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* info) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
   LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
   LLM_CHECK_ARG(info->struct_size >= sizeof(llm_model_info),
                 "info: struct_size is smaller than llm_model_info (call llm_model_info_init)");
-  const llm::Model& m = *model->model;
+  const llm::Model& m = *mp;
   const llm::LlamaHParams& hp = m.hparams();
   const llm::Tokenizer& tok = m.tokenizer();
   llm_model_info out;
@@ -140,7 +138,10 @@ LLM_API llm_status llm_model_chat_template(const llm_model* model, char* buf, si
                                            size_t* len_out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
-  const std::string& tmpl = model->model->chat_template();
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
+  const std::string& tmpl = mp->chat_template();
   if (tmpl.empty()) {
     return Fail(LLM_ERR_UNSUPPORTED, "the model has no chat template (tokenizer.chat_template)");
   }
@@ -151,8 +152,11 @@ LLM_API llm_status llm_model_chat_template(const llm_model* model, char* buf, si
 LLM_API llm_status llm_token_is_eog(const llm_model* model, llm_token token, int32_t* out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
   LLM_CHECK_ARG(out != nullptr, "out must not be NULL");
-  const llm::Tokenizer& tok = model->model->tokenizer();
+  const llm::Tokenizer& tok = mp->tokenizer();
   LLM_CHECK_ARG(token >= 0 && token < tok.n_vocab(), "token is not a token id of this model");
   *out = tok.IsEog(token) ? 1 : 0;
   return LLM_OK;

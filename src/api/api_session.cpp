@@ -71,6 +71,9 @@ LLM_API llm_status llm_session_create(llm_model* model, const llm_session_params
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
   LLM_CHECK_ARG(out_session != nullptr, "out_session must not be NULL");
+  std::shared_ptr<const llm::Model> m = llm::api::FindModel(model);
+  LLM_CHECK_ARG(m != nullptr, "model is not a live model handle (freed, or never returned by "
+                              "llm_model_load)");
   llm_session_params p;
   llm_status s = llm::api::ReadParams(params, DefaultSessionParams(), sizeof(llm_session_params),
                                       "params", &p);
@@ -85,41 +88,38 @@ LLM_API llm_status llm_session_create(llm_model* model, const llm_session_params
   options.n_threads = p.n_threads;
   options.seed = p.seed;
   options.sampler = ToSamplerConfig(p.sampler);
-  absl::StatusOr<std::unique_ptr<llm::Session>> session = llm::Session::Create(model->model, options);
+  absl::StatusOr<std::unique_ptr<llm::Session>> session = llm::Session::Create(std::move(m), options);
   if (!session.ok()) return Fail(session.status());
-  *out_session = new llm_session{std::move(session).value()};
+  *out_session = llm::api::RegisterSession(std::move(session).value());
   return LLM_OK;
   LLM_API_END
 }
 
-LLM_API void llm_session_free(llm_session* session) {
-  try {
-    delete session;
-  } catch (...) {
-  }
-}
+LLM_API void llm_session_free(llm_session* session) { llm::api::FreeSession(session); }
 
 LLM_API llm_status llm_session_prefill(llm_session* session, const llm_token* tokens, size_t n) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(tokens != nullptr, "tokens must not be NULL");
   LLM_CHECK_ARG(n > 0, "n must be > 0 (an empty prompt has nothing to run)");
-  const size_t n_ctx = static_cast<size_t>(session->session->n_ctx());
+  const size_t n_ctx = static_cast<size_t>(lease->n_ctx());
   if (n > n_ctx) {
     return Fail(LLM_ERR_CONTEXT_FULL, "n = " + std::to_string(n) +
                                           " tokens exceed the session's n_ctx = " +
                                           std::to_string(n_ctx));
   }
-  absl::Status status = session->session->Prefill(absl::MakeConstSpan(tokens, n));
+  absl::Status status = lease->Prefill(absl::MakeConstSpan(tokens, n));
   return status.ok() ? LLM_OK : Fail(status);
   LLM_API_END
 }
 
 LLM_API llm_status llm_session_decode(llm_session* session, llm_token* out_token) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(out_token != nullptr, "out_token must not be NULL");
-  absl::StatusOr<int32_t> token = session->session->Decode();
+  absl::StatusOr<int32_t> token = lease->Decode();
   if (!token.ok()) return Fail(token.status());
   *out_token = *token;
   return LLM_OK;
@@ -129,45 +129,49 @@ LLM_API llm_status llm_session_decode(llm_session* session, llm_token* out_token
 LLM_API llm_status llm_session_logits(const llm_session* session, const float** out_logits,
                                       size_t* n_vocab_out) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(out_logits != nullptr, "out_logits must not be NULL");
   LLM_CHECK_ARG(n_vocab_out != nullptr, "n_vocab_out must not be NULL");
-  if (!session->session->has_logits()) {
+  if (!lease->has_logits()) {
     return Fail(LLM_ERR_INVALID_ARGUMENT,
                 "session has no logits yet: call llm_session_prefill first");
   }
-  *out_logits = session->session->logits().data();
-  *n_vocab_out = session->session->logits().size();
+  *out_logits = lease->logits().data();
+  *n_vocab_out = lease->logits().size();
   return LLM_OK;
   LLM_API_END
 }
 
 LLM_API llm_status llm_session_n_tokens(const llm_session* session, size_t* n_out) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(n_out != nullptr, "n_out must not be NULL");
-  *n_out = session->session->tokens().size();
+  *n_out = lease->tokens().size();
   return LLM_OK;
   LLM_API_END
 }
 
 LLM_API llm_status llm_session_set_sampler(llm_session* session, const llm_sampler_params* params) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
   llm_sampler_params p;
   llm_status s = llm::api::ReadParams(params, DefaultSamplerParams(), sizeof(llm_sampler_params),
                                       "params", &p);
   if (s != LLM_OK) return s;
-  absl::Status status = session->session->SetSampler(ToSamplerConfig(p));
+  absl::Status status = lease->SetSampler(ToSamplerConfig(p));
   return status.ok() ? LLM_OK : Fail(status);
   LLM_API_END
 }
 
 LLM_API llm_status llm_session_reset(llm_session* session) {
   LLM_API_BEGIN
-  LLM_CHECK_ARG(session != nullptr, "session must not be NULL");
-  session->session->Reset();
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  lease->Reset();
   return LLM_OK;
   LLM_API_END
 }

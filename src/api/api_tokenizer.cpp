@@ -13,11 +13,14 @@ LLM_API llm_status llm_tokenize(const llm_model* model, const char* text, size_t
                                 size_t capacity, size_t* n_out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
   LLM_CHECK_ARG(text != nullptr || len == 0, "text must not be NULL when len > 0");
   LLM_CHECK_ARG(tokens != nullptr || capacity == 0, "tokens is NULL but capacity is not 0");
   LLM_CHECK_ARG(n_out != nullptr, "n_out must not be NULL");
   LLM_CHECK_ARG(len <= (size_t{1} << 31), "len: text longer than 2 GiB is not accepted");
-  absl::StatusOr<std::vector<int32_t>> ids = model->model->tokenizer().Tokenize(
+  absl::StatusOr<std::vector<int32_t>> ids = mp->tokenizer().Tokenize(
       std::string_view(text == nullptr ? "" : text, len), add_special != 0, parse_special != 0);
   if (!ids.ok()) return Fail(ids.status());
   *n_out = ids->size();
@@ -36,7 +39,10 @@ LLM_API llm_status llm_token_to_piece(const llm_model* model, llm_token token,
                                       size_t* len_out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
-  const llm::Tokenizer& tok = model->model->tokenizer();
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
+  const llm::Tokenizer& tok = mp->tokenizer();
   LLM_CHECK_ARG(token >= 0 && token < tok.n_vocab(), "token is not a token id of this model");
   return llm::api::CopyOut(tok.TokenToPiece(token, render_special != 0), false, buf, capacity,
                            len_out);
@@ -48,9 +54,12 @@ LLM_API llm_status llm_detokenize(const llm_model* model, const llm_token* token
                                   size_t* len_out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr, "model must not be NULL");
+  std::shared_ptr<const llm::Model> mp = llm::api::FindModel(model);
+  LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
+                               "llm_model_load)");
   LLM_CHECK_ARG(tokens != nullptr || n_tokens == 0, "tokens must not be NULL when n_tokens > 0");
   LLM_CHECK_ARG(n_tokens <= (size_t{1} << 31), "n_tokens is larger than 2^31");
-  const llm::Tokenizer& tok = model->model->tokenizer();
+  const llm::Tokenizer& tok = mp->tokenizer();
   std::string text;
   for (size_t i = 0; i < n_tokens; ++i) {
     if (tokens[i] < 0 || tokens[i] >= tok.n_vocab()) {

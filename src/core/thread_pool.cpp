@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
+#include <system_error>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,17 +35,34 @@ constexpr int kSpinIterations = 256;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  try {
+    workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::system_error&) {
+    // pthread_create failed (EAGAIN: no memory for a stack, or the thread
+    // limit). Join what started (a joinable std::thread destroyed during
+    // unwinding would call std::terminate) and report it as resource
+    // exhaustion, which the API maps to LLM_ERR_OUT_OF_MEMORY.
+    StopAndJoin();
+    throw std::bad_alloc();
+  } catch (...) {
+    StopAndJoin();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopAndJoin(); }
+
+void ThreadPool::StopAndJoin() noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   work_cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
 }
 
 void ThreadPool::RunChunks() {

@@ -21,6 +21,8 @@ class ThreadPool {
  public:
   // n_threads counts the caller: n_threads - 1 worker threads are started
   // (values < 1 are treated as 1, i.e. no workers).
+  // Throws std::bad_alloc when a worker thread cannot be started (after
+  // joining the ones that did).
   explicit ThreadPool(int n_threads);
   // Stops and joins every worker (no thread outlives the pool).
   ~ThreadPool();
@@ -40,6 +42,7 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
+  void StopAndJoin() noexcept;
   // Claims and runs chunks of the current job until none are left.
   void RunChunks();
 

@@ -56,6 +56,11 @@ absl::Status Session::CheckTokens(absl::Span<const int32_t> tokens) const {
 }
 
 absl::Status Session::RunChunked(absl::Span<const int32_t> tokens) {
+  // Allocation failure safety: the history can grow without allocating after
+  // a forward pass has succeeded, and logits being overwritten are not
+  // reported as valid if the pass throws (std::bad_alloc) half way.
+  tokens_.reserve(tokens_.size() + tokens.size());
+  has_logits_ = false;
   std::lock_guard<std::mutex> lock(model_->forward_mutex());
   for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
     const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
@@ -122,6 +127,10 @@ absl::Status Session::PrefillBatch(absl::Span<Session* const> sessions,
     LLM_RETURN_IF_ERROR(s->CheckTokens(tokens[i]));
     steps[i] = SequenceStep{s->kv_.get(), tokens[i], static_cast<int64_t>(s->tokens_.size()),
                             s->logits_.data()};
+  }
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i]->tokens_.reserve(sessions[i]->tokens_.size() + tokens[i].size());
+    sessions[i]->has_logits_ = false;
   }
   Session* lead = sessions[0];
   std::lock_guard<std::mutex> lock(model->forward_mutex());
