@@ -283,7 +283,7 @@ class GgufParser {
       std::string_view key;
       LLM_RETURN_IF_ERROR(ReadString(&key, absl::StrCat("key of metadata entry ", k)));
       if (key.empty()) return BadModel(absl::StrCat("metadata entry ", k, " has an empty key"), key_at);
-      if (file_->kv_index_.contains(key)) {
+      if (file_->kv_index_.count(key) != 0) {
         return BadModel(absl::StrCat("duplicate metadata key '", AV(key), "'"), key_at);
       }
       const std::string what = absl::StrCat("metadata '", AV(key), "'");
@@ -330,7 +330,7 @@ class GgufParser {
       std::string_view name;
       LLM_RETURN_IF_ERROR(ReadString(&name, absl::StrCat("name of tensor ", k)));
       if (name.empty()) return BadModel(absl::StrCat("tensor ", k, " has an empty name"), name_at);
-      if (file_->tensor_index_.contains(name)) {
+      if (file_->tensor_index_.count(name) != 0) {
         return BadModel(absl::StrCat("duplicate tensor name '", AV(name), "'"), name_at);
       }
       const std::string what = absl::StrCat("tensor '", AV(name), "'");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -98,8 +99,11 @@ class GgufFile {
   std::vector<GgufTensor> tensors_;
   // Name -> index into kv_ / tensors_. The views point into the parsed buffer
   // (keys and names are stored there), so they stay valid as long as data_.
-  absl::flat_hash_map<std::string_view, size_t> kv_index_;
-  absl::flat_hash_map<std::string_view, size_t> tensor_index_;
+  // std::unordered_map, not absl::flat_hash_map: these grow entry by entry
+  // with no safe final size to reserve, and only the std container stays
+  // consistent when an insert throws std::bad_alloc (core/oom_safe.h).
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
   friend class GgufParser;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/oom_safe.h"
 #include "core/status.h"
 #include "tokenizer/unicode.h"
 
@@ -30,7 +31,7 @@ absl::StatusOr<BpeMerges> BpeMerges::Build(const TokenMap* token_to_id, int32_t 
   if (merges.size() > static_cast<size_t>(INT32_MAX / 4)) {
     return Error(LLM_ERR_BAD_MODEL, "tokenizer.ggml.merges: too many merges");
   }
-  m.merges_.reserve(merges.size());
+  ReserveEmpty(m.merges_, merges.size());  // core/oom_safe.h
   std::string joined;
   for (size_t i = 0; i < merges.size(); ++i) {
     const std::string_view s = merges[i];

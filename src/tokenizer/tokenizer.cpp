@@ -4,6 +4,7 @@
 #include <new>
 #include <optional>
 
+#include "core/oom_safe.h"
 #include "core/status.h"
 #include "format/gguf.h"
 #include "tokenizer/spm.h"
@@ -164,7 +165,7 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
 
   texts_.resize(n);
   attrs_.assign(n, kAttrNormal);
-  token_to_id_.reserve(n);
+  ReserveEmpty(token_to_id_, n);  // core/oom_safe.h: no growth while inserting
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i].empty()) {
       texts_[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
@@ -172,7 +173,8 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
       texts_[i].assign(tokens[i].data(), tokens[i].size());
     }
     max_token_bytes_ = std::max(max_token_bytes_, texts_[i].size());
-    if (!token_to_id_.emplace(texts_[i], static_cast<int32_t>(i)).second) {
+    std::string key = texts_[i];  // copied outside the table (core/oom_safe.h)
+    if (!token_to_id_.emplace(std::move(key), static_cast<int32_t>(i)).second) {
       return Errorf(LLM_ERR_BAD_MODEL,
                     "tokenizer.ggml.tokens: duplicate token text at ids %d and %d",
                     token_to_id_[texts_[i]], static_cast<int>(i));
