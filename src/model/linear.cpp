@@ -11,7 +11,15 @@
 namespace llm {
 
 absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx) {
-  if (n_rows <= kGemvMaxRows) {
+  // Weight types whose QuantMatMul kernels quantize the activations to 8 bits
+  // (Q4_0, Q4_1, Q8_0) take that path for every row count, prefill included:
+  // ggml (llama.cpp) quantizes the activations of those types the same way
+  // for one row or many, and reproducing its rounding points is what keeps
+  // libllm's logits within 0.1 of llama.cpp's on sensitive models (SmolLM2:
+  // an f32 GEMM on dequantized weights alone moves the logits by ~0.2). It
+  // also makes prefill batch-invariant (QuantMatMul's per-row arithmetic does
+  // not depend on n_rows). Other types keep oneDNN for large row counts.
+  if (n_rows <= kGemvMaxRows || QuantMatMulQuantizesActivations(w.type)) {
     return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
                        n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
   }

@@ -37,24 +37,50 @@ TEST(OpsTest, RmsNormMatchesReference) {
   }
 }
 
+// float64 rotation of one token by the angles ggml-cpu uses (the contract of
+// RopeInPlace): theta_0 = (float)pos, theta_{i+1} = theta_i * theta_scale in
+// f32, theta_scale = powf(base, -2 / rope_dims). Only the angles are f32; the
+// rotation itself is exact, so the tolerance covers cosf/sinf and the f32
+// rotation arithmetic of RopeInPlace.
+void GgmlAngleRope(double* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
+                   float base, bool neox) {
+  const int64_t half = rope_dims / 2;
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(rope_dims));
+  for (int64_t h = 0; h < n_heads; ++h) {
+    double* xh = x + h * head_dim;
+    float theta = static_cast<float>(pos);
+    for (int64_t i = 0; i < half; ++i) {
+      const double th = theta;
+      const int64_t i0 = neox ? i : 2 * i;
+      const int64_t i1 = neox ? i + half : 2 * i + 1;
+      const double x0 = xh[i0], x1 = xh[i1];
+      xh[i0] = x0 * std::cos(th) - x1 * std::sin(th);
+      xh[i1] = x0 * std::sin(th) + x1 * std::cos(th);
+      theta *= theta_scale;
+    }
+  }
+}
+
+struct RopeCase {
+  int64_t n_heads, head_dim, rope_dims, pos;
+  float base;
+};
+const RopeCase kRopeCases[] = {{9, 64, 64, 0, 10000.0f},      {9, 64, 64, 1, 10000.0f},
+                               {3, 64, 64, 8191, 100000.0f},  {2, 80, 32, 517, 10000.0f},
+                               {1, 128, 128, 123456, 500000.0f}, {2, 600, 600, 77, 10000.0f}};
+
 TEST(OpsTest, RopeMatchesReferenceBothModes) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  struct Case {
-    int64_t n_heads, head_dim, rope_dims, pos;
-    float base;
-  };
-  for (const Case& c : {Case{9, 64, 64, 0, 10000.0f}, Case{9, 64, 64, 1, 10000.0f},
-                        Case{3, 64, 64, 8191, 100000.0f}, Case{2, 80, 32, 517, 10000.0f},
-                        Case{1, 128, 128, 123456, 500000.0f}, Case{2, 600, 600, 77, 10000.0f}}) {
+  for (const RopeCase& c : kRopeCases) {
     for (bool neox : {false, true}) {
       SCOPED_TRACE("neox=" + std::to_string(neox) + " head_dim=" + std::to_string(c.head_dim) +
                    " pos=" + std::to_string(c.pos));
       std::vector<float> x = RandomVector(rng, c.n_heads * c.head_dim);
       std::vector<double> ref = ToDouble(x);
       RopeInPlace(x.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
-      ref::RefRope(ref.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
+      GgmlAngleRope(ref.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
       for (size_t i = 0; i < x.size(); ++i) {
         // Each output is x0*c - x1*s: scale the tolerance by |x0| + |x1| (<= 2).
         ASSERT_NEAR(x[i], ref[i], 1e-5 * 2.0) << "i=" << i;
@@ -65,6 +91,38 @@ TEST(OpsTest, RopeMatchesReferenceBothModes) {
         for (int64_t h = 0; h < c.n_heads; ++h)
           for (int64_t d = c.rope_dims; d < c.head_dim; ++d)
             ASSERT_EQ(x[h * c.head_dim + d], static_cast<float>(orig[h * c.head_dim + d]));
+      }
+    }
+  }
+}
+
+// Against the exact angles pos * base^(-2i/d) (float64 RefRope): the f32
+// iterated angle of pair i is off by at most ~(i + 2) f32 roundings of a value
+// <= pos (powf and the i multiplies), i.e. |dtheta| <= pos * (i + 2) * 2^-23;
+// the rotation error is at most (|x0| + |x1|) * |dtheta| (<= 2 |dtheta|).
+// Meaningful only for moderate positions, so the long-position cases are left
+// to the test above.
+TEST(OpsTest, RopeAnglesStayCloseToExact) {
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (const RopeCase& c : kRopeCases) {
+    if (c.pos > 1000) continue;
+    for (bool neox : {false, true}) {
+      SCOPED_TRACE("neox=" + std::to_string(neox) + " head_dim=" + std::to_string(c.head_dim) +
+                   " pos=" + std::to_string(c.pos));
+      std::vector<float> x = RandomVector(rng, c.n_heads * c.head_dim);
+      std::vector<double> ref = ToDouble(x);
+      RopeInPlace(x.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
+      ref::RefRope(ref.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
+      const int64_t half = c.rope_dims / 2;
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        for (int64_t d = 0; d < c.rope_dims; ++d) {
+          const int64_t pair = neox ? d % half : d / 2;
+          const double dtheta = static_cast<double>(c.pos) * (pair + 2) * std::ldexp(1.0, -23);
+          const size_t i = static_cast<size_t>(h * c.head_dim + d);
+          ASSERT_NEAR(x[i], ref[i], 2.0 * (1e-5 + dtheta)) << "i=" << i;
+        }
       }
     }
   }
@@ -90,7 +148,8 @@ TEST(OpsTest, SwiGluMatchesReference) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  for (int64_t n : {1, 13, 1536}) {
+  // 37 = two 16-lane AVX-512 steps plus a scalar tail.
+  for (int64_t n : {1, 13, 37, 1536}) {
     const std::vector<float> g = RandomVector(rng, n, 0.01f, 8.0f);
     const std::vector<float> u = RandomVector(rng, n, 0.01f, 4.0f);
     std::vector<float> out(n);

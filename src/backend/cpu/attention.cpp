@@ -38,10 +38,24 @@ float DotQK(const float* q, const void* k, bool f16, size_t off, int64_t n) {
   return sum;
 }
 
+// f32 -> nearest-even f16 -> f32.
+inline float RoundF16(float x) { return F16ToF32(F32ToF16(x)); }
+
 // One (query t, head h): scores [n_kv] and acc [head_dim] are scratch.
+// With an f16 cache this reproduces ggml-cpu's non-flash attention rounding
+// points (llama.cpp's default): kq = mul_mat(k_f16, q) converts q to f16
+// first, kqv = mul_mat(v_f16, softmax) converts the normalized probabilities
+// to f16 first; products accumulate in f32, the softmax sum in double, and
+// the probabilities are exp(s - max) * (float)(1 / sum) (ggml_vec_scale_f32).
+// With an f32 cache q and the weights stay f32 and the normalization is
+// applied to the output instead.
 void AttendOne(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
                float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;
+  if (kv.f16) {  // acc holds the f16-rounded query until the V pass
+    for (int64_t d = 0; d < hd; ++d) acc[d] = RoundF16(qh[d]);
+    qh = acc;
+  }
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
     const size_t off = static_cast<size_t>(p) * kv.row_stride + static_cast<size_t>(g * hd);
@@ -52,6 +66,10 @@ void AttendOne(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float
   for (int64_t p = 0; p < n_kv; ++p) {
     scores[p] = std::exp(scores[p] - mx);
     sum += scores[p];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  if (kv.f16) {
+    for (int64_t p = 0; p < n_kv; ++p) scores[p] = RoundF16(scores[p] * inv);
   }
   std::fill(acc, acc + hd, 0.0f);
   for (int64_t p = 0; p < n_kv; ++p) {
@@ -65,8 +83,11 @@ void AttendOne(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float
       for (int64_t d = 0; d < hd; ++d) acc[d] += wp * vf[d];
     }
   }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+  if (kv.f16) {
+    std::copy(acc, acc + hd, out);
+  } else {
+    for (int64_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+  }
 }
 
 }  // namespace
@@ -93,8 +114,18 @@ absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0
   const int64_t group = n_head / kv.n_head_kv;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t n_tasks = n_q * n_head;
-  const attn::AttendFn attend =
-      ActiveSimdLevel() == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
+  const SimdLevel level = ActiveSimdLevel();
+  // On AVX-512 the kernels reproduce llama.cpp's CPU attention bit for bit
+  // (attention_avx512.cpp), including its different summation order for a
+  // one-token step (n_q == 1) -- so there, unlike the other levels, a prompt
+  // prefilled in one step and the same tokens decoded one by one differ in
+  // the last bits. Results never depend on other sequences or threads.
+  attn::AttendFn attend = level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
+  if (level == SimdLevel::kAvx512 && n_q == 1 && hd % 64 == 0) {
+    attend = attn::Avx512AttendOneToken();
+  } else if (level == SimdLevel::kAvx512 && hd % 16 == 0) {
+    attend = attn::Avx512Attend();
+  }
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(pos0 + n_q));
     std::vector<float> acc(static_cast<size_t>(hd));

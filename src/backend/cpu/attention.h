@@ -30,8 +30,12 @@ struct KvView {
 // Causal: query t attends to kv positions 0..pos0+t. GQA: head h reads kv head
 // h / (n_head / n_head_kv). Scores are scaled by 1/sqrt(head_dim).
 // Per (query, head): scores as f32 dots in a fixed order, max-subtracted
-// softmax (sum in double), f32 weighted sum of V -- independent of n_q, of the
-// other queries and of the thread count. pool may be null.
+// softmax (sum in double), f32 weighted sum of V, with ggml's rounding points
+// for an f16 cache (q and the probabilities rounded to f16). Independent of
+// the other queries and of the thread count; independent of n_q too, except
+// at the AVX-512 level, which reproduces llama.cpp bit for bit including its
+// separate summation order for n_q == 1 (attention_avx512.cpp). pool may be
+// null.
 // Bad shapes -> LLM_ERR_INVALID_ARGUMENT; allocation failure -> OUT_OF_MEMORY.
 absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
                        float* out, ThreadPool* pool);

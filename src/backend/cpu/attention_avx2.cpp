@@ -86,10 +86,27 @@ inline void AccumulateV(const float* scores, int64_t n_kv, const KvView& kv, siz
   for (int j = 0; j < N; ++j) _mm256_storeu_ps(acc + 8 * j, a[j]);
 }
 
+// f32 -> nearest-even f16 -> f32 on 8 lanes.
+inline __m256 RoundF16x8(__m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline float RoundF16x1(float x) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT)));
+}
+
+// Same arithmetic contract as the scalar AttendOne (attention.cpp): with an
+// f16 cache, q and the normalized probabilities are rounded to f16 as
+// ggml-cpu's non-flash attention does.
 void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
                 float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;
   const size_t head_off = static_cast<size_t>(g * hd);
+  if (kv.f16) {  // acc holds the f16-rounded query until the V pass
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(acc + d, RoundF16x8(_mm256_loadu_ps(qh + d)));
+    for (; d < hd; ++d) acc[d] = RoundF16x1(qh[d]);
+    qh = acc;
+  }
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
     const float s =
@@ -119,6 +136,15 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
   __m256d sd = _mm256_add_pd(s0, s1);
   __m128d sh = _mm_add_pd(_mm256_castpd256_pd128(sd), _mm256_extractf128_pd(sd, 1));
   const double sum = _mm_cvtsd_f64(_mm_add_sd(sh, _mm_unpackhi_pd(sh, sh)));
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  if (kv.f16) {  // probabilities exp * (float)(1/sum), rounded to f16
+    p = 0;
+    for (; p + 8 <= n_kv; p += 8)
+      _mm256_storeu_ps(scores + p, RoundF16x8(_mm256_mul_ps(_mm256_loadu_ps(scores + p), inv)));
+    for (; p < n_kv; ++p)
+      scores[p] = RoundF16x1(_mm_cvtss_f32(
+          _mm_mul_ss(_mm_set_ss(scores[p]), _mm256_castps256_ps128(inv))));
+  }
 
   for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
   int64_t d = 0;
@@ -132,7 +158,10 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
     }
     acc[d] = _mm_cvtss_f32(a);
   }
-  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  if (kv.f16) {  // already normalized
+    for (d = 0; d < hd; ++d) out[d] = acc[d];
+    return;
+  }
   d = 0;
   for (; d + 8 <= hd; d += 8)
     _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));

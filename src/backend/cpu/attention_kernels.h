@@ -16,7 +16,13 @@ using AttendFn = void (*)(const float* qh, int64_t n_kv, int64_t g, const KvView
                           float* scores, float* acc, float* out);
 
 AttendFn ScalarAttend();
-AttendFn Avx2Attend();  // AVX2 + FMA + F16C (also used at the AVX-512 level)
+AttendFn Avx2Attend();  // AVX2 + FMA + F16C
+// AVX-512, head_dim % 16 == 0 only: llama.cpp's (ggml-cpu, llamafile) CPU
+// attention bit for bit (see attention_avx512.cpp).
+AttendFn Avx512Attend();
+// AVX-512, head_dim % 64 == 0, for a step of ONE query token: ggml's
+// vec_dot order (llama.cpp uses a different kernel for one-token batches).
+AttendFn Avx512AttendOneToken();
 
 }  // namespace attn
 }  // namespace llm

@@ -9,8 +9,9 @@
 
 namespace llm {
 
-// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] for one row of n
-// (sum of squares in double, as ggml). out may alias x. n >= 1.
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] for one row of n, with
+// ggml's rounding points (f32 squares summed in double, f32 mean, f32
+// 1/sqrtf, x * scale then * weight). out may alias x. n >= 1.
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
 // Rotary position embedding of one token, in place. x: [n_heads][head_dim].
@@ -18,12 +19,16 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 // rotate, by theta_i = pos * freq_base^(-2i / rope_dims), i < rope_dims/2:
 //   normal (llama) mode: pairs (x[2i], x[2i+1]);
 //   neox mode:           pairs (x[i], x[i + rope_dims/2]).
-// Angles and their cos/sin are computed in double.
+// Angles are computed as ggml-cpu does (to reproduce llama.cpp's logits):
+// theta_0 = (float)pos, theta_{i+1} = theta_i * powf(freq_base, -2/rope_dims)
+// in f32, then cosf/sinf. This differs from the exact angle by up to about
+// pos * (i + 2) * 2^-23 rad.
 void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
                  float freq_base, bool neox);
 
-// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias
-// gate or up.
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), in f32 with
+// ggml-cpu's exp (its ggml_v_expf polynomial on AVX-512, expf elsewhere), so
+// the results match llama.cpp's bit for bit. out may alias gate or up.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 
 // In-place softmax of one row of n >= 1 (max-subtracted, sum in double).

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_matmul_kernels.h"
+#include "core/half.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -26,17 +27,31 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 qmm::Kernel PickKernel(DType t) {
   const SimdLevel level = ActiveSimdLevel();
   qmm::Kernel k = nullptr;
-  if (level == SimdLevel::kAvx512) k = qmm::Avx512Kernel(t);
+  // The 8-bit-activation types use the AVX2 kernel on AVX-512 machines too:
+  // it reproduces ggml-cpu's vec_dot_q4_x_q8_x bit for bit (ggml has no
+  // AVX-512 variant of these), while the AVX-512 pair kernel accumulates odd
+  // and even blocks in separate lanes. On SmolLM2 the f32 ulp differences of
+  // a different order flip activation-quantization roundings downstream and
+  // move the logits by ~0.2 (see tools/exact_forward.py), so agreement with
+  // llama.cpp is worth the AVX-512 kernel's extra speed.
+  if (level == SimdLevel::kAvx512 && !qmm::UsesQuantizedActs(t)) k = qmm::Avx512Kernel(t);
   if (k == nullptr && level != SimdLevel::kScalar) k = qmm::Avx2Kernel(t);
   if (k == nullptr) k = qmm::ScalarKernel(t);
   return k;
 }
 
-// Quantizes one row of n (multiple of 32) floats to 8 bits per 32-block:
-// d = max|x| / 127, q = round(x / d) (as ggml's quantize_row_q8_0/q8_1, with
-// d kept in f32), s = d * sum(q); ds receives (d, s) per block. A block
-// holding inf/NaN gets d = s = NaN so the outputs it feeds become NaN instead
-// of silently finite.
+// Quantizes one row of n (multiple of 32) floats to 8 bits per 32-block,
+// reproducing ggml-cpu's x86 quantize_row_q8_0 / quantize_row_q8_1 (the
+// activation side of ggml's Q4_0/Q8_0 and Q4_1 dot products) rounding point
+// for rounding point, because on sensitive models (SmolLM2-135M) only the
+// same rounding points keep the logits within 0.1 of llama.cpp's:
+//   amax = max|x|, d = amax / 127 (f32), id = amax != 0 ? 127 / amax : 0,
+//   q = round-half-to-even(x * id)          (_mm256_round_ps, NEAREST)
+//   stored d = f32(f16(d))                  (GGML_FP32_TO_FP16, RNE)
+//   stored s = f32(f16(d * sum(q)))         (q8_1's s, with the f32 d)
+// ds receives the stored (d, s) pair per block; the kernels use exactly these
+// values. A block holding inf/NaN gets d = s = NaN so the outputs it feeds
+// become NaN instead of silently finite.
 void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* ds) {
   for (int64_t b = 0; b < n / qmm::kActBlock; ++b) {
     const float* xb = x + b * qmm::kActBlock;
@@ -53,22 +68,19 @@ void QuantizeRowQ8(const float* x, int64_t n, int8_t* q, float* ds) {
       continue;
     }
     const float db = amax / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < qmm::kActBlock; ++j) {
-      // roundf (half away from zero) without a libm call: truncate, then step
-      // by the exact remainder. |xb[j] * id| <= 127 up to rounding; the clamp
-      // keeps the value in int8.
-      const float v = xb[j] * id;
-      int32_t i = static_cast<int32_t>(v);
-      const float frac = v - static_cast<float>(i);
-      i += (frac >= 0.5f) - (frac <= -0.5f);
+      // std::nearbyint rounds half to even in the default rounding mode (as
+      // _mm256_round_ps(_MM_ROUND_NEAREST)). |xb[j] * id| <= 127 up to one
+      // rounding; the clamp keeps the value in int8.
+      int32_t i = static_cast<int32_t>(std::nearbyint(xb[j] * id));
       i = std::min(127, std::max(-127, i));
       qb[j] = static_cast<int8_t>(i);
       sum += i;
     }
-    ds[2 * b] = db;
-    ds[2 * b + 1] = db * static_cast<float>(sum);
+    ds[2 * b] = F16ToF32(F32ToF16(db));
+    ds[2 * b + 1] = F16ToF32(F32ToF16(db * static_cast<float>(sum)));
   }
 }
 
@@ -117,6 +129,8 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
 }
 
 }  // namespace
+
+bool QuantMatMulQuantizesActivations(DType t) { return qmm::UsesQuantizedActs(t); }
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,

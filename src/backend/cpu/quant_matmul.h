@@ -1,5 +1,6 @@
-// Quantized matrix x activation products for decode (a few activation rows
-// against one GGUF weight matrix), with run-time SIMD dispatch.
+// Quantized matrix x activation products (decode rows, and prefill rows for
+// the 8-bit-activation types; see model/linear.h) against one GGUF weight
+// matrix, with run-time SIMD dispatch.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,11 @@ class ThreadPool;
 //
 // Arithmetic (what accuracy to expect):
 //   * Q8_0, Q4_0, Q4_1: activations are quantized per row to 8 bits per block of
-//     32 (like ggml's q8_0 / q8_1 with an f32 scale); the integer block dot
-//     products are exact, so the error is that of the activation rounding:
-//     relative to sum_i |w_i x_i| it stays well under 2e-2.
+//     32 exactly as ggml-cpu's quantize_row_q8_0 / q8_1 (f16 scale, rounding
+//     half to even), and on AVX2 / AVX-512 machines the block products are
+//     summed in ggml's x86 order, so outputs equal llama.cpp's bit for bit.
+//     The integer block dot products are exact, so the error is that of the
+//     activation rounding: relative to sum_i |w_i x_i| it stays well under 2e-2.
 //   * F32, F16, BF16, Q4_K, Q6_K: exact f32 activations, f32 accumulation
 //     (error ~1e-6 relative to sum_i |w_i x_i|, tested at 1e-5).
 // Determinism: each y[r][o] is computed by a fixed sequence of operations
@@ -36,6 +39,11 @@ class ThreadPool;
 // gives the same bits on every CPU; SIMD levels differ from it by rounding.
 // pool may be null (runs on the caller); work is split over whole output rows.
 // Thread-safe (no shared state besides the pool).
+// Whether QuantMatMul quantizes the activations for weights of type t (Q8_0,
+// Q4_0, Q4_1): callers that must match ggml's rounding use QuantMatMul for
+// every row count with these types.
+bool QuantMatMulQuantizesActivations(DType t);
+
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
                          ThreadPool* pool);

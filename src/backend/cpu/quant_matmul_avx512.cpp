@@ -6,6 +6,10 @@
 // the per-block (d_w * d_x) broadcast to each 256-bit half. An odd last block
 // goes through the 256-bit path. Other types use the shared AVX2-style code
 // (quant_matmul_simd.inc) with vpdpbusd for the u8 x s8 dot.
+// Note: QuantMatMul's dispatcher currently runs Q8_0 / Q4_0 / Q4_1 on the
+// AVX2 kernel even on AVX-512 machines, because that one reproduces ggml's
+// results bit for bit (see PickKernel in quant_matmul.cpp), so the pair
+// kernels here are not dispatched for those types at present.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive); silence it
 // for this file only so -Werror builds pass.

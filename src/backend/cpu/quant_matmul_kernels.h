@@ -15,10 +15,12 @@ constexpr int64_t kActBlock = 32;
 
 // Activations as the kernels see them. Always: x (f32) rows. For the 8-bit
 // types additionally the per-row quantized copy (same for every SIMD level):
-//   q    [n_rows][n_in]           int8, q = round(x / d)
-//   ds   [n_rows][n_blocks][2]    f32 pairs (d, s) per 32-block:
-//        d = max|x| / 127 (the scale), s = d * sum(q) (for Q4_1's min term).
-//        Interleaved so one load gives both, matching Q4_1's (d, m) pair.
+//   q    [n_rows][n_in]           int8, q = round-half-even(x * (127 / max|x|))
+//   ds   [n_rows][n_blocks][2]    f32 pairs (d, s) per 32-block, as ggml
+//        stores them: d = f16(max|x| / 127) (the scale), s = f16(d' * sum(q))
+//        with d' the unrounded f32 scale (for Q4_1's min term); kernels use
+//        these values as they are. Interleaved so one load gives both,
+//        matching Q4_1's (d, m) pair.
 struct Acts {
   const float* x = nullptr;
   size_t x_stride = 0;

@@ -1,0 +1,166 @@
+// AVX-512 inner loop of Attention (compiled with the AVX-512 flags; used when
+// ActiveSimdLevel() == kAvx512 and head_dim % 16 == 0). It reproduces, bit for
+// bit, what llama.cpp's default (non-flash) attention computes on an AVX-512
+// CPU, because on sensitive models (SmolLM2) a 1-ulp difference in the
+// attention output flips 8-bit activation roundings in the next matmul and
+// moves the logits by ~0.2 (tools/exact_forward.py):
+//   kq  = mul_mat(k, q), q converted to the cache type first (f16: nearest
+//         even). For a multi-token batch (n_q >= 2) ggml runs llamafile's
+//         tinyBLAS<16, __m512>: one 16-lane FMA accumulator over head_dim,
+//         then _mm512_reduce_add_ps. For one token (llamafile_sgemm refuses
+//         n < 2) it runs ggml_vec_dot_f16/_f32: four 16-lane accumulators over
+//         64-element steps, summed (0+2) + (1+3), then _mm512_reduce_add_ps.
+//   softmax (ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32):
+//         s = kq * scale, e = ggml_v_expf(s - max) 16 lanes at a time, the
+//         sum over positions in double of each 16-group's f32
+//         _mm512_reduce_add_ps, probabilities e * (float)(1 / sum).
+//   kqv = mul_mat(v^T, probs): probabilities converted to the cache type
+//         (f16: nearest even). Multi-token: tinyBLAS, lane class p mod 16;
+//         one token: vec_dot, lane class p mod 64 reduced as above.
+// So llama.cpp's own results depend on whether a token was decoded alone or
+// in a batch; this kernel follows it (the caller passes which), and is
+// therefore not prefill/decode invariant, unlike the AVX2 and scalar ones.
+// Positions past n_kv (llama.cpp pads the cache view) would only add exact
+// zeros, so they are not needed. The lane-wise reductions are emulated with
+// one register per lane class, so the same bits come out for every d.
+// No std:: templates or shared inline helpers here (ISA-flagged code).
+// GCC 12 flags its own _mm512_undefined_*() placeholders in the AVX-512
+// intrinsic headers as uninitialized (false positive): silenced for this file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <math.h>
+
+#include "backend/cpu/attention_kernels.h"
+
+namespace llm {
+namespace {
+
+#include "backend/cpu/ggml_expf_avx512.inc"
+
+inline __m512 Load16(const void* base, bool f16, size_t off) {
+  if (f16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + off)));
+  }
+  return _mm512_loadu_ps(static_cast<const float*>(base) + off);
+}
+
+inline __m512 RoundF16x16(__m512 x) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// _mm512_reduce_add_ps's order (GCC's avx512fintrin.h) applied element-wise to
+// 16 registers holding lane classes 0..15: halves, quarters, then pairs.
+inline __m512 ReduceLaneClasses(const __m512* a) {
+  __m512 t3[8], t6[4];
+  for (int j = 0; j < 8; ++j) t3[j] = _mm512_add_ps(a[8 + j], a[j]);
+  for (int m = 0; m < 4; ++m) t6[m] = _mm512_add_ps(t3[4 + m], t3[m]);
+  return _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+}
+
+// Reduction order of ggml_vec_dot_f16/_f32 (AVX-512) applied element-wise to
+// 64 registers holding lane classes 0..63 (class j*16 + l = accumulator j,
+// lane l): (acc0 + acc2) + (acc1 + acc3) per lane, then the 16 lanes.
+inline __m512 ReduceVecDotClasses(const __m512* a) {
+  __m512 x[16];
+  for (int l = 0; l < 16; ++l)
+    x[l] = _mm512_add_ps(_mm512_add_ps(a[l], a[32 + l]), _mm512_add_ps(a[16 + l], a[48 + l]));
+  return ReduceLaneClasses(x);
+}
+
+template <bool kDecode>
+void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+                  float* scores, float* acc, float* out) {
+  const int64_t hd = kv.head_dim;  // multiple of 16 (checked by the caller)
+  const size_t head_off = static_cast<size_t>(g * hd);
+  // q in the cache's precision (acc is scratch until the V pass).
+  for (int64_t d = 0; d < hd; d += 16) {
+    const __m512 v = _mm512_loadu_ps(qh + d);
+    _mm512_storeu_ps(acc + d, kv.f16 ? RoundF16x16(v) : v);
+  }
+  float mx = -INFINITY;
+  for (int64_t p = 0; p < n_kv; ++p) {
+    const size_t off = static_cast<size_t>(p) * kv.row_stride + head_off;
+    float dot;
+    if (kDecode) {  // hd % 64 == 0 (checked by the caller)
+      __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+      for (int64_t d = 0; d < hd; d += 64)
+        for (int j = 0; j < 4; ++j)
+          a[j] = _mm512_fmadd_ps(Load16(kv.k, kv.f16, off + d + 16 * j),
+                                 _mm512_loadu_ps(acc + d + 16 * j), a[j]);
+      dot = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+    } else {
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 16)
+        a = _mm512_fmadd_ps(Load16(kv.k, kv.f16, off + d), _mm512_loadu_ps(acc + d), a);
+      dot = _mm512_reduce_add_ps(a);
+    }
+    const float s = dot * scale;
+    scores[p] = s;
+    mx = s > mx ? s : mx;
+  }
+  // exp(s - max) per 16 positions (masked lanes: exp(-inf) = 0), f32 group
+  // sums accumulated in double.
+  const __m512 vmx = _mm512_set1_ps(mx);
+  double sum = 0.0;
+  for (int64_t p = 0; p < n_kv; p += 16) {
+    const int64_t left = n_kv - p;
+    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                   : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + p);
+    const __m512 e = ExpF(_mm512_sub_ps(x, vmx));
+    _mm512_mask_storeu_ps(scores + p, m, e);
+    sum += static_cast<double>(_mm512_reduce_add_ps(e));
+  }
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  for (int64_t p = 0; p < n_kv; p += 16) {
+    const int64_t left = n_kv - p;
+    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                   : static_cast<__mmask16>((1u << left) - 1u);
+    __m512 pr = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + p), inv);
+    if (kv.f16) pr = RoundF16x16(pr);
+    _mm512_mask_storeu_ps(scores + p, m, pr);
+  }
+  // out[d] = sum_p prob[p] * v[p][d], lane class p % 16, 16 dims at a time.
+  if (kDecode) {  // lane classes p mod 64, 16 dims at a time
+    for (int64_t d = 0; d < hd; d += 16) {
+      __m512 a[64];
+      for (int l = 0; l < 64; ++l) a[l] = _mm512_setzero_ps();
+      for (int64_t p = 0; p < n_kv; ++p) {
+        const size_t off = static_cast<size_t>(p) * kv.row_stride + head_off + d;
+        a[p & 63] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p]), a[p & 63]);
+      }
+      _mm512_storeu_ps(out + d, ReduceVecDotClasses(a));
+    }
+    return;
+  }
+  for (int64_t d = 0; d < hd; d += 16) {
+    __m512 a[16];
+    for (int l = 0; l < 16; ++l) a[l] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= n_kv; p += 16) {
+      for (int l = 0; l < 16; ++l) {
+        const size_t off = static_cast<size_t>(p + l) * kv.row_stride + head_off + d;
+        a[l] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
+      }
+    }
+    for (int l = 0; p + l < n_kv; ++l) {
+      const size_t off = static_cast<size_t>(p + l) * kv.row_stride + head_off + d;
+      a[l] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
+    }
+    _mm512_storeu_ps(out + d, ReduceLaneClasses(a));
+  }
+}
+
+}  // namespace
+
+namespace attn {
+AttendFn Avx512Attend() { return &AttendAvx512<false>; }
+AttendFn Avx512AttendOneToken() { return &AttendAvx512<true>; }
+}  // namespace attn
+}  // namespace llm
+
+#pragma GCC diagnostic pop
