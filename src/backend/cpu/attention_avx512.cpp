@@ -10,6 +10,9 @@
 //         then _mm512_reduce_add_ps. For one token (llamafile_sgemm refuses
 //         n < 2) it runs ggml_vec_dot_f16/_f32: four 16-lane accumulators over
 //         64-element steps, summed (0+2) + (1+3), then _mm512_reduce_add_ps.
+//         With an f32 cache ggml uses vec_dot_f32 for kq at any token count
+//         (q needs no conversion, and its permuted view is not contiguous,
+//         so neither llamafile attempt applies).
 //   softmax (ggml_compute_forward_soft_max_f32 / ggml_vec_soft_max_f32):
 //         s = kq * scale, e = ggml_v_expf(s - max) 16 lanes at a time, the
 //         sum over positions in double of each 16-group's f32
@@ -80,11 +83,16 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, fl
     const __m512 v = _mm512_loadu_ps(qh + d);
     _mm512_storeu_ps(acc + d, kv.f16 ? RoundF16x16(v) : v);
   }
+  // ggml_vec_dot order for kq: for one token, and for an f32 cache always
+  // (q is not contiguous and already of the vec_dot type, so ggml skips
+  // llamafile there). Needs hd % 64 == 0 (the decode variant is only chosen
+  // then); otherwise the tinyBLAS order is used.
+  const bool vec_dot_kq = hd % 64 == 0 && (kDecode || !kv.f16);
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
     const size_t off = static_cast<size_t>(p) * kv.row_stride + head_off;
     float dot;
-    if (kDecode) {  // hd % 64 == 0 (checked by the caller)
+    if (vec_dot_kq) {
       __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
       for (int64_t d = 0; d < hd; d += 64)
