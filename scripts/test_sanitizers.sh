@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sanitizer stages of CI (issue 4 part 3).
+#
+#   scripts/test_sanitizers.sh asan   ASan + UBSan + LeakSanitizer: the whole
+#                                     CTest suite (llm_tests, llm_abi_tests,
+#                                     llm_robustness_tests) in build-asan/.
+#   scripts/test_sanitizers.sh tsan   TSan: the concurrency tests only, in
+#                                     build-tsan/.
+#
+# Budget on 2 cores (measured, see SECURITY.md): asan build ~? min + tests ~?
+# min; tsan build ~? min + tests ~? min. Both stay well inside CI's 60 min.
+#
+# Environment: BUILD_DIR overrides the build directory, JOBS the parallelism,
+# SAN_BUILD_ONLY=1 stops after the build. LLM_MODEL_PATH as for test.sh (the
+# real-model tests, e.g. GenerateTest, run under ASan/LSan when it is set).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-asan}"
+jobs="${JOBS:-$(nproc)}"
+
+case "$mode" in
+  asan)
+    build="${BUILD_DIR:-build-asan}"
+    san="address,undefined"
+    ;;
+  tsan)
+    build="${BUILD_DIR:-build-tsan}"
+    san="thread"
+    ;;
+  *)
+    echo "usage: $0 [asan|tsan]" >&2
+    exit 2
+    ;;
+esac
+
+# Release code with debug info for readable reports; -O1 keeps the build quick
+# and the stacks honest. Benchmarks and the CLI are not needed here. No
+# -Werror: GCC's -Wmaybe-uninitialized gives false positives inside its own
+# AVX-512 intrinsic headers at -O1 with sanitizers (the normal build keeps
+# -Werror).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLM_SANITIZE="$san" \
+  -DCMAKE_C_FLAGS_RELEASE="-O1 -g -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g -DNDEBUG" \
+  -DLLM_BUILD_BENCH=OFF -DLLM_WERROR=OFF >&2
+targets=(llm_tests llm_abi_tests)
+if [ -f tests/robustness/CMakeLists.txt ] && grep -q robustness tests/CMakeLists.txt; then
+  targets+=(llm_robustness_tests)
+fi
+start=$(date +%s)
+cmake --build "$build" -j "$jobs" --target "${targets[@]}" >&2
+echo "[$mode] build: $(( $(date +%s) - start )) s" >&2
+[ "${SAN_BUILD_ONLY:-0}" = 1 ] && exit 0
+
+start=$(date +%s)
+if [ "$mode" = asan ]; then
+  # detect_leaks: LeakSanitizer at exit of every test process.
+  # abort_on_error: a report fails the test (CTest sees the signal).
+  # The OpenMP runtime (libgomp) keeps its worker threads and their TLS for
+  # the life of the process by design; that memory is still reachable, so LSan
+  # does not report it.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  # Only CTest tests of the GoogleTest binaries (the install/CLI tests need
+  # the `all` target, which the normal stage covers).
+  ctest --test-dir "$build" --output-on-failure -j "$jobs" \
+    -E '^llm_(install_consumer|cli_|c99_header)'
+else
+  # libgomp (Debian) is not built with TSan, so its barriers look like races
+  # to TSan: one OpenMP thread avoids them; tsan.supp names what remains.
+  export OMP_NUM_THREADS=1
+  export TSAN_OPTIONS="suppressions=$PWD/tests/robustness/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4"
+  filter='BatchTest*:ThreadPool*:StressTest*:MatMulF32Test.Concurrent*:*ConcurrentTokenize*:MisuseTest.*Busy*'
+  "$build/tests/llm_tests" --gtest_filter="$filter"
+  if [ -x "$build/tests/llm_abi_tests" ]; then
+    "$build/tests/llm_abi_tests" --gtest_filter="$filter"
+  fi
+fi
+echo "[$mode] tests: $(( $(date +%s) - start )) s" >&2
