@@ -142,6 +142,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="seed for the random prompts")
     ap.add_argument("--n-cont", type=int, default=N_CONT)
     ap.add_argument("--n-ctx", type=int, default=512)
+    ap.add_argument("--kv-f32", action="store_true",
+                    help="reference with an F32 KV cache (type_k = type_v = F32; default F16)")
+    ap.add_argument("--max-text-prompts", type=int, default=None,
+                    help="use only the first N text prompts (a smaller golden)")
     ap.add_argument("--inv-scale", type=int, default=None,
                     help="logit = q / inv_scale (default 64; 4096 with --random-prompts)")
     args = ap.parse_args()
@@ -166,8 +170,9 @@ def main():
 
     llama_cpp.llama.llama_cpp.llama_model_default_params = model_params_without_extra_bufts
 
+    kv_kwargs = {"type_k": 0, "type_v": 0} if args.kv_f32 else {}  # 0 = GGML_TYPE_F32
     llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.n_ctx, logits_all=True,
-                          n_threads=2, seed=0, verbose=False)
+                          n_threads=2, seed=0, verbose=False, **kv_kwargs)
     n_vocab = llm.n_vocab()
 
     prompts = []  # (kind, text or None, ids)
@@ -186,6 +191,8 @@ def main():
                 continue
             ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=(kind == "chat"))
             prompts.append((kind, text, [int(t) for t in ids]))
+        if args.max_text_prompts is not None:
+            prompts = prompts[: args.max_text_prompts]
     for _, _, ids in prompts:
         if len(ids) + args.n_cont > args.n_ctx:
             sys.exit("prompt too long for n_ctx")
@@ -224,7 +231,7 @@ def main():
         "model_sha256": sha256_file(args.model),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "reference_settings": {"n_ctx": args.n_ctx, "logits_all": True, "n_threads": 2, "seed": 0,
-                               "kv_cache": "llama.cpp default (f16)",
+                               "kv_cache": "f32" if args.kv_f32 else "llama.cpp default (f16)",
                                "use_extra_bufts": bool(getattr(llm.model_params, "use_extra_bufts", False)), "decoding": "greedy argmax"},
         "n_vocab": n_vocab,
         "n_cont": args.n_cont,

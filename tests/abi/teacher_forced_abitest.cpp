@@ -431,7 +431,7 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 // rejects truncations, and each recorded continuation token holds the largest
 // quantized logit (rounding is monotone, and the token is the float argmax).
 TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
-  const char *names[] = {"smollm2",         "tiny-llama-F16",  "tiny-llama-BF16", "tiny-llama-Q8_0",
+  const char *names[] = {"smollm2",         "smollm2-kvf32",   "tiny-llama-F16",  "tiny-llama-BF16", "tiny-llama-Q8_0",
                          "tiny-llama-Q4_0", "tiny-llama-Q4_K", "tiny-llama-Q6_K"};
   for (const char *name : names) {
     const std::string path =
@@ -441,7 +441,8 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
     ASSERT_TRUE(ReadGzipFile(path, &raw, &err)) << err;
     Golden g;
     ASSERT_TRUE(ParseGolden(raw, &g, &err)) << path << ": " << err;
-    EXPECT_GE(g.prompts.size(), 20u) << path;
+    // The F32-KV golden is a smaller companion (8 prompts) of the main one.
+    EXPECT_GE(g.prompts.size(), std::string(name) == "smollm2-kvf32" ? 8u : 20u) << path;
     EXPECT_EQ(g.n_cont, 32u) << path;
     for (const GoldenPrompt &p : g.prompts) {
       for (size_t j = 0; j < g.n_cont; ++j) {
@@ -463,7 +464,10 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmolLM2, TeacherForcedTest,
-                         ::testing::Values(Case{"SmolLM2_KvF32", "smollm2", nullptr, LLM_KV_F32},
+                         // Each KV type against a reference run with the same KV type:
+                         // this model amplifies a single f16 rounding into ~0.2 mean logit
+                         // change, so an F16-KV reference cannot judge an F32-KV run.
+                         ::testing::Values(Case{"SmolLM2_KvF32", "smollm2-kvf32", nullptr, LLM_KV_F32},
                                            Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
                          [](const ::testing::TestParamInfo<Case> &info) {
                            return std::string(info.param.name);
