@@ -85,7 +85,9 @@ TEST(FuzzCorpusReplay, ChatTemplateDetect) {
     const std::vector<uint8_t> bytes = ReadAll(path);
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     auto info = DetectChatTemplateInfo(text);
-    if (!info.ok()) EXPECT_FALSE(info.status().message().empty()) << path;
+    if (!info.ok()) {
+      EXPECT_FALSE(info.status().message().empty()) << path;
+    }
     const ChatMessage msgs[] = {{"user", text}, {"assistant", text}};
     auto out = FormatChat(ChatTemplate::kChatML, msgs, true, "");
     EXPECT_TRUE(out.ok()) << path;
