@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh [options] [SECONDS]      (default 30 s per target)
 #     --targets a,b     run only these targets (default: all in fuzz/CMakeLists.txt)
 #     --merge           afterwards, merge the new inputs into fuzz/corpus/<target>/
-#                       (minimized with -merge=1); without it fuzz/corpus is
+#                       (only inputs with new edges: -set_cover_merge=1
+#                       -use_counters=0); without it fuzz/corpus is
 #                       never written: each run works on a copy
 #     --keep-going      after a crash, record it and continue fuzzing for the
 #                       rest of SECONDS (long runs); still exits non-zero
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --coverage) coverage=1 ;;
     --targets) targets=${2//,/ }; shift ;;
     --logs) logs=$2; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     [0-9]*) seconds=$1 ;;
     *) echo "fuzz.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -109,8 +110,9 @@ for t in $targets; do
   echo "fuzz.sh: $t ran $((SECONDS - start)) s in $segment segment(s); last: $stats" >&2
   [ "$status" = 0 ] || failed+=("$t")
   if [ "$merge" = 1 ]; then
-    # Minimize: keep only inputs that add coverage to the committed corpus.
-    "$dir/fuzz/$t" -merge=1 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+    # Minimize: add only inputs with new edges to the committed corpus
+    # (greedy set cover over edges; hit counters ignored to keep it small).
+    "$dir/fuzz/$t" -set_cover_merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
       "$root/fuzz/corpus/$t" "$work/corpus" >"$work/merge.txt" 2>&1
     echo "fuzz.sh: merged into fuzz/corpus/$t: $(ls "$root/fuzz/corpus/$t" | wc -l) files" >&2
   fi
