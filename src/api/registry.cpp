@@ -7,12 +7,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include <unordered_map>
 
-#include "absl/synchronization/mutex.h"
 #include "api/handles.h"
 
 namespace llm::api {
@@ -25,15 +24,18 @@ struct SessionEntry {
 
 namespace {
 
+// std::mutex rather than absl::Mutex: Debian's Abseil is not built with
+// TSan, which then cannot see absl::Mutex's synchronisation and reports
+// false races on everything it guards.
 struct Registry {
-  absl::Mutex mu;
+  std::mutex mu;
   // Ids start high enough that small integers (0, 1, -1 cast, ...) are never
   // valid and step by 16 so they look like aligned pointers to C callers
   // that print them; tagged by kind in bit 3 so a session handle passed as a
   // model (or vice versa) is refused too.
-  uint64_t next ABSL_GUARDED_BY(mu) = 0x10000;
-  std::unordered_map<uintptr_t, std::shared_ptr<const Model>> models ABSL_GUARDED_BY(mu);
-  std::unordered_map<uintptr_t, SessionEntry*> sessions ABSL_GUARDED_BY(mu);
+  uint64_t next = 0x10000;
+  std::unordered_map<uintptr_t, std::shared_ptr<const Model>> models;
+  std::unordered_map<uintptr_t, SessionEntry*> sessions;
 };
 
 constexpr uint64_t kModelTag = 0x0;
@@ -45,7 +47,7 @@ Registry& R() {
   return *r;
 }
 
-uintptr_t NewId(Registry& r, uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
+uintptr_t NewId(Registry& r, uint64_t tag) {
   const uint64_t id = r.next | tag;
   r.next += 16;
   return static_cast<uintptr_t>(id);
@@ -55,7 +57,7 @@ uintptr_t NewId(Registry& r, uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
 
 llm_model* RegisterModel(std::shared_ptr<const Model> model) {
   Registry& r = R();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   const uintptr_t id = NewId(r, kModelTag);
   r.models.emplace(id, std::move(model));  // may throw: the model is released
   return reinterpret_cast<llm_model*>(id);
@@ -64,7 +66,7 @@ llm_model* RegisterModel(std::shared_ptr<const Model> model) {
 std::shared_ptr<const Model> FindModel(const llm_model* handle) {
   if (handle == nullptr) return nullptr;
   Registry& r = R();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.models.find(reinterpret_cast<uintptr_t>(handle));
   return it == r.models.end() ? nullptr : it->second;
 }
@@ -74,7 +76,7 @@ void FreeModel(llm_model* handle) noexcept {
   std::shared_ptr<const Model> doomed;  // released after the lock (munmap etc.)
   Registry& r = R();
   {
-    absl::MutexLock lock(&r.mu);
+    std::lock_guard<std::mutex> lock(r.mu);
     auto it = r.models.find(reinterpret_cast<uintptr_t>(handle));
     if (it == r.models.end()) return;
     doomed = std::move(it->second);
@@ -86,7 +88,7 @@ llm_session* RegisterSession(std::unique_ptr<Session> session) {
   auto entry = std::make_unique<SessionEntry>();
   entry->session = std::move(session);
   Registry& r = R();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   const uintptr_t id = NewId(r, kSessionTag);
   r.sessions.emplace(id, entry.get());  // may throw: entry is destroyed
   entry.release();
@@ -98,7 +100,7 @@ void FreeSession(llm_session* handle) noexcept {
   std::unique_ptr<SessionEntry> doomed;  // destroyed after the lock (joins threads)
   Registry& r = R();
   {
-    absl::MutexLock lock(&r.mu);
+    std::lock_guard<std::mutex> lock(r.mu);
     auto it = r.sessions.find(reinterpret_cast<uintptr_t>(handle));
     if (it == r.sessions.end()) return;
     SessionEntry* e = it->second;
@@ -114,7 +116,7 @@ void FreeSession(llm_session* handle) noexcept {
 llm_status SessionLease::Acquire(const llm_session* handle) {
   if (handle == nullptr) return Fail(LLM_ERR_INVALID_ARGUMENT, "session must not be NULL");
   Registry& r = R();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.sessions.find(reinterpret_cast<uintptr_t>(handle));
   if (it == r.sessions.end()) {
     return Fail(LLM_ERR_INVALID_ARGUMENT,
@@ -138,7 +140,7 @@ SessionLease::~SessionLease() {
   std::unique_ptr<SessionEntry> doomed;
   Registry& r = R();
   {
-    absl::MutexLock lock(&r.mu);
+    std::lock_guard<std::mutex> lock(r.mu);
     entry_->busy = false;
     if (entry_->free_pending.load(std::memory_order_relaxed)) doomed.reset(entry_);
   }
@@ -150,7 +152,7 @@ bool SessionLease::free_requested() const {
 
 size_t LiveHandleCount() {
   Registry& r = R();
-  absl::MutexLock lock(&r.mu);
+  std::lock_guard<std::mutex> lock(r.mu);
   return r.models.size() + r.sessions.size();
 }
 

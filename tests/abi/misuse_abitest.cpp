@@ -118,14 +118,15 @@ TEST_F(MisuseTest, FreedSessionHandleIsRefusedAndFreeingItAgainIsANoOp) {
 }
 
 TEST_F(MisuseTest, ForeignPointersAreRefusedWithoutBeingRead) {
-  // Memory the library never handed out, including freed heap memory: ASan
+  // Values the library never handed out (0x10004: ids step by 16 from
+  // 0x10000, so this is never one), including freed heap memory: ASan
   // aborts if any call reads it.
   void* heap = std::malloc(256);
   std::memset(heap, 0xAB, 256);
   std::free(heap);
   int on_stack[64] = {0};
   const uintptr_t forged[] = {reinterpret_cast<uintptr_t>(heap),
-                              reinterpret_cast<uintptr_t>(on_stack), 1, 16, 0x10000,
+                              reinterpret_cast<uintptr_t>(on_stack), 1, 16, 0x10004,
                               UINTPTR_MAX, UINTPTR_MAX - 15};
   for (uintptr_t v : forged) {
     ExpectModelCallsRefused(reinterpret_cast<llm_model*>(v));
