@@ -3,12 +3,17 @@
 #
 #   scripts/test_sanitizers.sh asan   ASan + UBSan + LeakSanitizer: the whole
 #                                     CTest suite (llm_tests, llm_abi_tests,
-#                                     llm_robustness_tests) in build-asan/.
+#                                     llm_robustness_tests) in build-asan/,
+#                                     real-model generation under LSan
+#                                     included (GenerateTest, OomSweep).
 #   scripts/test_sanitizers.sh tsan   TSan: the concurrency tests only, in
 #                                     build-tsan/.
 #
-# Budget on 2 cores (measured, see SECURITY.md): asan build ~? min + tests ~?
-# min; tsan build ~? min + tests ~? min. Both stay well inside CI's 60 min.
+# Measured on the 2-core CI machine while other builds shared it (upper
+# bounds): asan: build from scratch ~10 min, tests ~5 min (the two real-model
+# teacher-forced tests would add ~11 min: excluded, see below); tsan: build
+# from scratch ~9.5 min, tests ~2.5 min (BatchTest on the real model takes 2
+# of them). Stage budgets: asan <= 16 min, tsan <= 13 min.
 #
 # Environment: BUILD_DIR overrides the build directory, JOBS the parallelism,
 # SAN_BUILD_ONLY=1 stops after the build. LLM_MODEL_PATH as for test.sh (the
@@ -61,8 +66,17 @@ if [ "$mode" = asan ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # Only CTest tests of the GoogleTest binaries (the install/CLI tests need
   # the `all` target, which the normal stage covers).
-  ctest --test-dir "$build" --output-on-failure -j "$jobs" \
-    -E '^llm_(install_consumer|cli_|c99_header)'
+  # Excluded: the install/CLI tests (they need the `all` target, which the
+  # normal stage covers) and, unless LLM_ASAN_FULL=1, the real-model
+  # teacher-forced accuracy tests (SmolLM2/TeacherForcedTest, 11 min under
+  # ASan): the same forward pass runs under ASan/LSan in GenerateTest,
+  # BatchTest and OomSweep.RealModel*, and the tiny-model teacher-forced tests
+  # stay in.
+  exclude='^llm_(install_consumer|cli_|c99_header)'
+  if [ "${LLM_ASAN_FULL:-0}" != 1 ]; then
+    exclude="$exclude|^SmolLM2/TeacherForcedTest"
+  fi
+  ctest --test-dir "$build" --output-on-failure -j "$jobs" -E "$exclude"
 else
   # libgomp (Debian) is not built with TSan, so its barriers look like races
   # to TSan: one OpenMP thread avoids them; tsan.supp names what remains.
