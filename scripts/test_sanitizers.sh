@@ -10,10 +10,10 @@
 #                                     build-tsan/.
 #
 # Measured on the 2-core CI machine while other builds shared it (upper
-# bounds): asan: build from scratch ~10 min, tests ~5 min (the two real-model
-# teacher-forced tests would add ~11 min: excluded, see below); tsan: build
-# from scratch ~9.5 min, tests ~2.5 min (BatchTest on the real model takes 2
-# of them). Stage budgets: asan <= 16 min, tsan <= 13 min.
+# bounds): asan: build from scratch ~10 min, tests 2.5 min (141 s; the two
+# real-model teacher-forced tests would add ~11 min: excluded, see below);
+# tsan: build from scratch ~9.5 min, tests 1.5 min (94 s; BatchTest on the
+# real model is most of it). Stage budgets: asan <= 14 min, tsan <= 12 min.
 #
 # Environment: BUILD_DIR overrides the build directory, JOBS the parallelism,
 # SAN_BUILD_ONLY=1 stops after the build. LLM_MODEL_PATH as for test.sh (the
