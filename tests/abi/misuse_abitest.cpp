@@ -122,10 +122,12 @@ TEST_F(MisuseTest, ForeignPointersAreRefusedWithoutBeingRead) {
   // 0x10000, so this is never one), including freed heap memory: ASan
   // aborts if any call reads it.
   void* heap = std::malloc(256);
+  ASSERT_NE(heap, nullptr);
   std::memset(heap, 0xAB, 256);
+  const uintptr_t freed = reinterpret_cast<uintptr_t>(heap);
   std::free(heap);
   int on_stack[64] = {0};
-  const uintptr_t forged[] = {reinterpret_cast<uintptr_t>(heap),
+  const uintptr_t forged[] = {freed,
                               reinterpret_cast<uintptr_t>(on_stack), 1, 16, 0x10004,
                               UINTPTR_MAX, UINTPTR_MAX - 15};
   for (uintptr_t v : forged) {
