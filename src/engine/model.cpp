@@ -54,6 +54,14 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                                                     const ModelLoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
   LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  if (!options.vocab_only) {
+    // Weights first: binding them checks every tensor's shape against the
+    // hyper-parameters (token_embd is [n_embd, n_vocab]) without allocating
+    // more than the norm vectors, so a file whose metadata claims a huge
+    // vocabulary it has no weights for is refused before the tokenizer
+    // builds its tables from that metadata (docs/FUZZING.md, finding 3).
+    LLM_ASSIGN_OR_RETURN(model->llama_, LlamaModel::Create(*gguf, model->hparams_));
+  }
   LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
   if (model->tokenizer_->n_vocab() != model->hparams_.n_vocab) {
     return Errorf(LLM_ERR_BAD_MODEL, "tokenizer has %d tokens but the model's vocabulary is %d",
@@ -68,7 +76,6 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
   }
   if (!options.vocab_only) {
-    LLM_ASSIGN_OR_RETURN(model->llama_, LlamaModel::Create(*gguf, model->hparams_));
     if (!PrefaultTensors(*gguf, options.progress)) {
       return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }

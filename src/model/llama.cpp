@@ -59,6 +59,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->hp_ = hp;
   uint64_t& np = m->n_params_;
+  if (const GgufTensor* t = gguf.FindTensor("token_embd.weight");
+      t != nullptr && t->dims.size() == 2 && t->dims[1] != static_cast<uint64_t>(hp.n_vocab)) {
+    return Errorf(LLM_ERR_BAD_MODEL,
+                  "vocabulary size %d from the metadata does not match token_embd.weight, which "
+                  "has %d rows",
+                  hp.n_vocab, t->dims[1]);
+  }
   LLM_ASSIGN_OR_RETURN(m->token_embd_, BindMatrix(gguf, "token_embd.weight", hp.n_embd, hp.n_vocab, np));
   LLM_ASSIGN_OR_RETURN(m->output_norm_, LoadVector(gguf, "output_norm.weight", hp.n_embd, np));
   if (gguf.FindTensor("output.weight") != nullptr) {
