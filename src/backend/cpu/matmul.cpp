@@ -2,13 +2,13 @@
 
 #include <omp.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <tuple>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/half.h"
 #include "core/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -32,11 +32,13 @@ struct Entry {
 
 // One CPU engine for the process (oneDNN engines are thread-safe) and the
 // primitive cache. Primitives are immutable and may execute concurrently on
-// different streams; the map is guarded by the mutex.
+// different streams; the map is guarded by the mutex. std::map, not an absl
+// Swiss table: Debian's Abseil corrupts a flat_hash_map whose allocation
+// throws (SECURITY.md), while a node map's insert leaves it unchanged.
 struct DnnlState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   std::mutex mu;
-  absl::flat_hash_map<ShapeKey, std::shared_ptr<const Entry>> cache;
+  std::map<ShapeKey, std::shared_ptr<const Entry>> cache;
 };
 
 DnnlState& State() {
