@@ -25,7 +25,11 @@
  * number of threads. An llm_session serves one call at a time: a second call
  * on a session while a call on it runs (from another thread, or re-entered
  * from that call's callback) returns LLM_ERR_BUSY and changes nothing.
- * Different sessions may be driven from different threads at once.
+ * Different sessions may be driven from different threads at once: their
+ * steps are merged into shared forward passes by the model's batcher, which
+ * runs on one libllm thread per model (started with the first step, joined
+ * when the model's last reference goes) plus the model's n_threads - 1
+ * worker threads.
  *
  * Callbacks (progress, on_piece) run on the calling thread, inside the call.
  * They may call any libllm function, with these results: calls on the session
@@ -44,7 +48,7 @@
 #include <stdint.h>
 
 #define LLM_VERSION_MAJOR 0
-#define LLM_VERSION_MINOR 1
+#define LLM_VERSION_MINOR 2
 #define LLM_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -116,10 +120,25 @@ typedef int32_t (*llm_progress_fn)(float progress, void *user);
 typedef struct llm_model_params {
   uint32_t struct_size;
   int32_t vocab_only;          /* 1: load tokenizer and metadata, no weights */
-  int32_t n_threads;           /* default threads for sessions; 0 = physical cores */
+  int32_t n_threads;           /* threads of the model's batched forward passes
+                                  (all its sessions); 0 = physical cores */
   uint32_t reserved0;
   llm_progress_fn progress;    /* may be NULL */
   void *progress_user;
+  /* ---- 0.2 ---- */
+  uint64_t kv_budget_bytes;    /* cap on the model's KV block pool, shared by
+                                  all its sessions; 0 = default: a quarter of
+                                  physical memory, at most what 64 sessions of
+                                  4096 tokens need (F16). Memory is taken as
+                                  sessions use it, never all at load. */
+  int32_t deterministic;       /* 1: batch-invariant kernels: a session's
+                                  results are bit-identical whether it runs
+                                  alone or batched with any other sessions,
+                                  with any prefill chunking or prefix reuse.
+                                  0 (default): llama.cpp's summation orders
+                                  (see docs/BATCHING.md for what may differ) */
+  int32_t batch_tokens;        /* most tokens in one batched forward pass
+                                  (decode steps + prefill chunks); 0 = 256 */
 } llm_model_params;
 
 /* Fill *params with defaults (struct_size set). NULL -> INVALID_ARGUMENT. */
@@ -177,6 +196,52 @@ LLM_API llm_status llm_model_chat_template(const llm_model *model, char *buf, si
 /* Whether token is an end-of-generation token of the model (EOS, EOT,
  * <|im_end|>-style tokens). *out = 1 or 0. */
 LLM_API llm_status llm_token_is_eog(const llm_model *model, llm_token token, int32_t *out);
+
+/* KV block pool of a model (DESIGN.md §2). Every session's KV cache is a
+ * table of fixed-size blocks from its model's pool; forked sessions and
+ * prompts with a common prefix share blocks. */
+typedef struct llm_kv_stats {
+  uint32_t struct_size;
+  uint32_t block_tokens;         /* positions per block of an F16 cache (F32: half) */
+  uint64_t budget_bytes;         /* the pool's cap (kv_budget_bytes) */
+  uint64_t block_bytes;          /* KV data per block */
+  uint64_t block_overhead_bytes; /* bookkeeping per block, beyond block_bytes */
+  uint64_t blocks_total;         /* blocks that fit in the cap */
+  uint64_t blocks_allocated;     /* blocks whose memory has been taken so far */
+  uint64_t blocks_used;          /* held by at least one session */
+  uint64_t blocks_shared;        /* held by two or more sessions */
+  uint64_t blocks_cached;        /* held by none, kept for prefix reuse */
+  uint64_t prefix_hits;          /* blocks reused from the prefix cache so far */
+  uint64_t bytes_per_token_f16;  /* 2 x n_layer x n_head_kv x head_dim x 2 */
+  uint64_t bytes_per_token_f32;  /* 2 x n_layer x n_head_kv x head_dim x 4 */
+} llm_kv_stats;
+
+LLM_API llm_status llm_kv_stats_init(llm_kv_stats *stats);
+
+/* Fill *stats (caller sets struct_size, e.g. with llm_kv_stats_init).
+ * vocab_only models -> LLM_ERR_UNSUPPORTED. Thread-safe. */
+LLM_API llm_status llm_model_kv_stats(const llm_model *model, llm_kv_stats *stats);
+
+/* Counters of the model's batcher since load (monotonic). */
+typedef struct llm_batch_stats {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  uint64_t iterations;          /* batched forward passes run */
+  uint64_t decode_iterations;   /* passes holding at least one one-token step */
+  uint64_t decode_rows;         /* one-token steps run, summed over passes:
+                                   decode_rows / decode_iterations is the mean
+                                   number of sessions decoding together */
+  uint64_t prefill_chunks;      /* chunks of multi-token steps run */
+  uint64_t tokens;              /* tokens run in all passes */
+  uint64_t max_sessions_in_pass;
+  uint64_t steps_completed;
+  uint64_t steps_failed;        /* ended with an error (cancel included) */
+} llm_batch_stats;
+
+LLM_API llm_status llm_batch_stats_init(llm_batch_stats *stats);
+
+/* Fill *stats (caller sets struct_size). Thread-safe. */
+LLM_API llm_status llm_model_batch_stats(const llm_model *model, llm_batch_stats *stats);
 
 /* ---- tokenizer ---------------------------------------------------------- */
 
@@ -242,7 +307,8 @@ typedef struct llm_session_params {
   int32_t n_ctx;            /* context length; 0 = the model's trained context,
                                capped at 4096 */
   int32_t kv_type;          /* LLM_KV_F16 (default) or LLM_KV_F32 */
-  int32_t n_threads;        /* 0 = the model's default */
+  int32_t n_threads;        /* ignored since 0.2: sessions' steps are batched
+                               and run on the model's n_threads */
   uint64_t seed;            /* sampler RNG seed (default 0) */
   llm_sampler_params sampler;
 } llm_session_params;
@@ -288,6 +354,95 @@ LLM_API llm_status llm_session_set_sampler(llm_session *session, const llm_sampl
 
 /* Clear history, KV and logits; re-seed the RNG with the session's seed. */
 LLM_API llm_status llm_session_reset(llm_session *session);
+
+/* Re-seed the session's RNG (also the seed a later llm_session_reset uses).
+ * E.g. to make forked sessions sample differently. */
+LLM_API llm_status llm_session_set_seed(llm_session *session, uint64_t seed);
+
+/* ---- non-blocking steps (game loops) ------------------------------------- */
+/* Submit a step and return at once; the model's batcher runs it beside the
+ * other sessions' work. Collect the result with llm_session_poll (never
+ * blocks) or llm_session_wait. Until it is collected, every other call on the
+ * session returns LLM_ERR_BUSY, except llm_session_poll, llm_session_wait,
+ * llm_session_cancel, llm_session_get_stats and llm_session_free (which
+ * cancels the step). Argument errors (bad tokens, context full, no logits)
+ * are returned by the submit call itself. */
+
+/* Queue a prefill of n tokens (copied: the caller's array may be reused at
+ * once). Same rules as llm_session_prefill. */
+LLM_API llm_status llm_session_prefill_async(llm_session *session, const llm_token *tokens,
+                                             size_t n);
+
+/* Sample the next token now (on the calling thread) and queue its forward
+ * pass. The token is returned by poll/wait. Same rules as llm_session_decode. */
+LLM_API llm_status llm_session_decode_async(llm_session *session);
+
+/* Non-blocking. While the step runs: returns LLM_OK with *done = 0. Once it
+ * ended: *done = 1 and returns the step's status (LLM_OK, or e.g.
+ * LLM_ERR_CANCELLED / LLM_ERR_KV_FULL with llm_last_error() set); for a
+ * decode step *out_token receives the token (out_token may be NULL). The
+ * step is then collected and the session free for other calls. No step
+ * submitted -> LLM_ERR_INVALID_ARGUMENT. done must not be NULL. */
+LLM_API llm_status llm_session_poll(llm_session *session, int32_t *done, llm_token *out_token);
+
+/* Blocks until the submitted step ends, collects it and returns its status
+ * (as llm_session_poll with *done = 1). */
+LLM_API llm_status llm_session_wait(llm_session *session, llm_token *out_token);
+
+/* ---- cancel, rewind, fork, save/load ------------------------------------- */
+
+/* May be called from any thread, also while another call runs on the
+ * session. The step running or queued for the session ends with
+ * LLM_ERR_CANCELLED before its next batcher iteration (at most the
+ * iteration already running includes it); a blocking llm_session_prefill /
+ * llm_session_decode / llm_generate in progress returns LLM_ERR_CANCELLED.
+ * The session keeps the tokens whose KV was fully written (whole prefill
+ * chunks that ran before the cancel) and stays usable; it has no logits
+ * until the next prefill (or llm_session_rewind) computes them. No call in
+ * progress: no-op (LLM_OK). */
+LLM_API llm_status llm_session_cancel(llm_session *session);
+
+/* Truncate the history (and KV) to its first n_tokens tokens
+ * (n_tokens <= llm_session_n_tokens, else LLM_ERR_INVALID_ARGUMENT). For
+ * n_tokens > 0 the logits of the new last position are recomputed (one
+ * forward step of that token), so decoding can continue at once; for 0 the
+ * session is empty and has no logits. The RNG is not touched. */
+LLM_API llm_status llm_session_rewind(llm_session *session, size_t n_tokens);
+
+/* A new session continuing exactly where parent stands: same history, logits,
+ * parameters, sampler settings and RNG state. It shares the parent's KV
+ * blocks (copy-on-write: the first write into a shared, partly filled block
+ * copies it), so a long common prompt is stored once. Free it with
+ * llm_session_free; parent and child are independent afterwards. */
+LLM_API llm_status llm_session_fork(llm_session *parent, llm_session **out_child);
+
+/* Serialize the session (tokens, KV, logits, sampler settings, seed and RNG
+ * state) into buf, with a format version, a fingerprint of the model and a
+ * checksum (docs/SESSION_FORMAT.md). *size_out receives the size; a buf
+ * smaller than that (or NULL with capacity 0) -> LLM_ERR_BUFFER_TOO_SMALL. */
+LLM_API llm_status llm_session_save(llm_session *session, void *buf, size_t capacity,
+                                    size_t *size_out);
+
+/* Replace the session's state with one saved by llm_session_save from a
+ * session of the same model with the same kv_type. A buffer from another
+ * model, another KV type, a newer format, or corrupt in any byte is refused
+ * (LLM_ERR_INVALID_ARGUMENT / LLM_ERR_UNSUPPORTED, with a message) and the
+ * session is left unchanged; so is one whose history does not fit the
+ * session's n_ctx (LLM_ERR_CONTEXT_FULL) or the KV pool (LLM_ERR_KV_FULL). */
+LLM_API llm_status llm_session_load(llm_session *session, const void *buf, size_t size);
+
+/* Per-session batcher counters (monotonic). Thread-safe: may be called while
+ * another call runs on the session. */
+typedef struct llm_session_stats {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  uint64_t iterations;      /* batched passes this session took part in */
+  uint64_t prefill_chunks;  /* chunks of its multi-token steps that ran */
+  uint64_t cached_tokens;   /* prompt tokens whose KV came from the prefix cache */
+} llm_session_stats;
+
+LLM_API llm_status llm_session_stats_init(llm_session_stats *stats);
+LLM_API llm_status llm_session_get_stats(const llm_session *session, llm_session_stats *stats);
 
 /* ---- streaming generation ------------------------------------------------ */
 

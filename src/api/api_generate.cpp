@@ -43,7 +43,7 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
                                 const llm_generate_params* params, llm_generate_result* result) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(prompt != nullptr || n == 0, "prompt must not be NULL when n > 0");
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL (use llm_generate_params_init)");
   LLM_CHECK_ARG(result == nullptr || result->struct_size >= sizeof(llm_generate_result),

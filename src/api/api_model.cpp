@@ -1,6 +1,7 @@
 // llm_model_*: loading, freeing, information.
 #include <algorithm>
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 
 #include "api/handles.h"
@@ -18,7 +19,7 @@ llm_model_params DefaultModelParams() {
 }
 
 // Smallest llm_model_params a caller may pass (the 0.1 layout).
-constexpr size_t kModelParamsV1 = sizeof(llm_model_params);
+constexpr size_t kModelParamsV1 = offsetof(llm_model_params, kv_budget_bytes);
 
 llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* options) {
   llm_model_params p;
@@ -27,6 +28,12 @@ llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* option
   LLM_CHECK_ARG(p.n_threads >= 0 && p.n_threads <= 1024, "params: n_threads must be in [0, 1024]");
   options->vocab_only = p.vocab_only != 0;
   options->n_threads = p.n_threads;
+  LLM_CHECK_ARG(p.deterministic == 0 || p.deterministic == 1, "params: deterministic must be 0 or 1");
+  LLM_CHECK_ARG(p.batch_tokens >= 0 && p.batch_tokens <= (1 << 20),
+                "params: batch_tokens must be in [0, 1048576]");
+  options->kv_budget_bytes = p.kv_budget_bytes;
+  options->deterministic = p.deterministic != 0;
+  options->batch_tokens = p.batch_tokens;
   if (p.progress != nullptr) {
     llm_progress_fn fn = p.progress;
     void* user_data = p.progress_user;
@@ -159,6 +166,83 @@ LLM_API llm_status llm_token_is_eog(const llm_model* model, llm_token token, int
   const llm::Tokenizer& tok = mp->tokenizer();
   LLM_CHECK_ARG(token >= 0 && token < tok.n_vocab(), "token is not a token id of this model");
   *out = tok.IsEog(token) ? 1 : 0;
+  return LLM_OK;
+  LLM_API_END
+}
+
+}  // extern "C"
+
+extern "C" {
+
+LLM_API llm_status llm_kv_stats_init(llm_kv_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  std::memset(stats, 0, sizeof *stats);
+  stats->struct_size = sizeof *stats;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_kv_stats),
+                "stats->struct_size is too small (call llm_kv_stats_init)");
+  std::shared_ptr<const llm::Model> m = llm::api::FindModel(model);
+  LLM_CHECK_ARG(m != nullptr, "model is not a live model handle");
+  if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no KV pool");
+  const llm::KvPoolStats p = m->kv_pool().Stats();
+  const llm::KvLayout layout = m->kv_layout();
+  llm_kv_stats out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  out.block_tokens = static_cast<uint32_t>(llm::KvLayout::block_tokens(llm::KvType::kF16));
+  out.budget_bytes = p.budget_bytes;
+  out.block_bytes = p.block_bytes;
+  out.block_overhead_bytes = p.block_overhead_bytes;
+  out.blocks_total = p.blocks_total;
+  out.blocks_allocated = p.blocks_allocated;
+  out.blocks_used = p.blocks_used;
+  out.blocks_shared = p.blocks_shared;
+  out.blocks_cached = p.blocks_cached;
+  out.prefix_hits = p.prefix_hits;
+  out.bytes_per_token_f16 = layout.bytes_per_token(llm::KvType::kF16);
+  out.bytes_per_token_f32 = layout.bytes_per_token(llm::KvType::kF32);
+  *stats = out;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_batch_stats_init(llm_batch_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  std::memset(stats, 0, sizeof *stats);
+  stats->struct_size = sizeof *stats;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_model_batch_stats(const llm_model* model, llm_batch_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_batch_stats),
+                "stats->struct_size is too small (call llm_batch_stats_init)");
+  std::shared_ptr<const llm::Model> m = llm::api::FindModel(model);
+  LLM_CHECK_ARG(m != nullptr, "model is not a live model handle");
+  if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no batcher");
+  const llm::SchedulerStats s = m->scheduler().stats();
+  llm_batch_stats out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  out.iterations = s.iterations;
+  out.decode_iterations = s.decode_iterations;
+  out.decode_rows = s.decode_rows;
+  out.prefill_chunks = s.prefill_chunks;
+  out.tokens = s.tokens;
+  out.max_sessions_in_pass = s.max_chunks_in_pass;
+  out.steps_completed = s.steps_completed;
+  out.steps_failed = s.steps_failed;
+  *stats = out;
   return LLM_OK;
   LLM_API_END
 }

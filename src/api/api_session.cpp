@@ -100,7 +100,7 @@ LLM_API void llm_session_free(llm_session* session) { llm::api::FreeSession(sess
 LLM_API llm_status llm_session_prefill(llm_session* session, const llm_token* tokens, size_t n) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(tokens != nullptr, "tokens must not be NULL");
   LLM_CHECK_ARG(n > 0, "n must be > 0 (an empty prompt has nothing to run)");
   const size_t n_ctx = static_cast<size_t>(lease->n_ctx());
@@ -117,7 +117,7 @@ LLM_API llm_status llm_session_prefill(llm_session* session, const llm_token* to
 LLM_API llm_status llm_session_decode(llm_session* session, llm_token* out_token) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(out_token != nullptr, "out_token must not be NULL");
   absl::StatusOr<int32_t> token = lease->Decode();
   if (!token.ok()) return Fail(token.status());
@@ -130,7 +130,7 @@ LLM_API llm_status llm_session_logits(const llm_session* session, const float** 
                                       size_t* n_vocab_out) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(out_logits != nullptr, "out_logits must not be NULL");
   LLM_CHECK_ARG(n_vocab_out != nullptr, "n_vocab_out must not be NULL");
   if (!lease->has_logits()) {
@@ -146,7 +146,7 @@ LLM_API llm_status llm_session_logits(const llm_session* session, const float** 
 LLM_API llm_status llm_session_n_tokens(const llm_session* session, size_t* n_out) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(n_out != nullptr, "n_out must not be NULL");
   *n_out = lease->tokens().size();
   return LLM_OK;
@@ -156,7 +156,7 @@ LLM_API llm_status llm_session_n_tokens(const llm_session* session, size_t* n_ou
 LLM_API llm_status llm_session_set_sampler(llm_session* session, const llm_sampler_params* params) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
   llm_sampler_params p;
   llm_status s = llm::api::ReadParams(params, DefaultSamplerParams(), sizeof(llm_sampler_params),
@@ -170,8 +170,170 @@ LLM_API llm_status llm_session_set_sampler(llm_session* session, const llm_sampl
 LLM_API llm_status llm_session_reset(llm_session* session) {
   LLM_API_BEGIN
   llm::api::SessionLease lease;
-  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   lease->Reset();
+  return LLM_OK;
+  LLM_API_END
+}
+
+}  // extern "C"
+
+// ---- 0.2: non-blocking steps, cancel, rewind, fork, save/load, stats -------
+
+namespace {
+
+llm_status ToStatus(const absl::Status& status) { return status.ok() ? LLM_OK : Fail(status); }
+
+}  // namespace
+
+extern "C" {
+
+LLM_API llm_status llm_session_set_seed(llm_session* session, uint64_t seed) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  lease->SetSeed(seed);
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_prefill_async(llm_session* session, const llm_token* tokens,
+                                             size_t n) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  LLM_CHECK_ARG(tokens != nullptr, "tokens must not be NULL");
+  LLM_CHECK_ARG(n > 0, "n must be > 0 (an empty prompt has nothing to run)");
+  LLM_CHECK_ARG(n <= static_cast<size_t>(INT32_MAX), "n is too large");
+  return ToStatus(lease->SubmitPrefill(absl::MakeConstSpan(tokens, n)));
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_decode_async(llm_session* session) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  return ToStatus(lease->SubmitDecode());
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_poll(llm_session* session, int32_t* done, llm_token* out_token) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  LLM_CHECK_ARG(done != nullptr, "done must not be NULL");
+  if (!lease->step_pending()) return ToStatus(*lease->Poll(nullptr));  // "no step to poll"
+  int32_t token = -1;
+  std::optional<absl::Status> result = lease->Poll(&token);
+  if (!result.has_value()) {
+    *done = 0;
+    return LLM_OK;
+  }
+  *done = 1;
+  if (out_token != nullptr) *out_token = token;
+  return ToStatus(*result);
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_wait(llm_session* session, llm_token* out_token) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = lease.Acquire(session); st != LLM_OK) return st;
+  const bool pending = lease->step_pending();
+  int32_t token = -1;
+  absl::Status status = lease->Wait(&token);
+  if (pending && out_token != nullptr) *out_token = token;
+  return ToStatus(status);
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_cancel(llm_session* session) {
+  LLM_API_BEGIN
+  return llm::api::WithSessionUnleased(
+      session, [](llm::Session& s, void*) { s.Cancel(); }, nullptr);
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_rewind(llm_session* session, size_t n_tokens) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  LLM_CHECK_ARG(n_tokens <= lease->tokens().size(),
+                "n_tokens = " + std::to_string(n_tokens) + " exceeds the session's " +
+                    std::to_string(lease->tokens().size()) + " tokens");
+  return ToStatus(lease->Rewind(static_cast<int64_t>(n_tokens)));
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_fork(llm_session* parent, llm_session** out_child) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, parent); st != LLM_OK) return st;
+  LLM_CHECK_ARG(out_child != nullptr, "out_child must not be NULL");
+  absl::StatusOr<std::unique_ptr<llm::Session>> child = lease->Fork();
+  if (!child.ok()) return Fail(child.status());
+  *out_child = llm::api::RegisterSession(std::move(child).value());
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_save(llm_session* session, void* buf, size_t capacity,
+                                    size_t* size_out) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  LLM_CHECK_ARG(size_out != nullptr, "size_out must not be NULL");
+  LLM_CHECK_ARG(buf != nullptr || capacity == 0, "buf must not be NULL when capacity > 0");
+  const size_t needed = lease->SaveSize();
+  *size_out = needed;
+  if (capacity < needed) {
+    return Fail(LLM_ERR_BUFFER_TOO_SMALL, "the session needs " + std::to_string(needed) +
+                                              " bytes; capacity is " + std::to_string(capacity));
+  }
+  absl::StatusOr<size_t> written = lease->Save(static_cast<uint8_t*>(buf), capacity);
+  if (!written.ok()) return Fail(written.status());
+  *size_out = *written;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_load(llm_session* session, const void* buf, size_t size) {
+  LLM_API_BEGIN
+  llm::api::SessionLease lease;
+  if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
+  LLM_CHECK_ARG(buf != nullptr, "buf must not be NULL");
+  return ToStatus(lease->Load(static_cast<const uint8_t*>(buf), size));
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_stats_init(llm_session_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  std::memset(stats, 0, sizeof *stats);
+  stats->struct_size = sizeof *stats;
+  return LLM_OK;
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_get_stats(const llm_session* session, llm_session_stats* stats) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
+  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_session_stats),
+                "stats->struct_size is too small (call llm_session_stats_init)");
+  llm_session_stats out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  llm_status st = llm::api::WithSessionUnleased(
+      session,
+      [](llm::Session& s, void* arg) {
+        auto* o = static_cast<llm_session_stats*>(arg);
+        o->iterations = s.iterations();
+        o->prefill_chunks = s.prefill_chunks();
+        o->cached_tokens = s.cached_tokens();
+      },
+      &out);
+  if (st != LLM_OK) return st;
+  *stats = out;
   return LLM_OK;
   LLM_API_END
 }

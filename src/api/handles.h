@@ -67,6 +67,17 @@ class SessionLease {
   Session* session_ = nullptr;
 };
 
+// For the calls documented as allowed while another call uses the session
+// (llm_session_cancel, llm_session_get_stats): runs fn on the session under
+// the registry lock, without a lease, so the session cannot be destroyed
+// meanwhile. fn must be short and must not call back into the registry.
+// NULL/stale/foreign -> INVALID_ARGUMENT.
+llm_status WithSessionUnleased(const llm_session* handle, void (*fn)(Session&, void*), void* arg);
+
+// Acquire, then LLM_ERR_BUSY while a step submitted with the non-blocking
+// API is not collected yet (every call but poll/wait/cancel/stats/free).
+llm_status AcquireIdle(SessionLease& lease, const llm_session* handle);
+
 // Number of live handles (tests: a free really unregistered).
 size_t LiveHandleCount();
 

@@ -150,6 +150,31 @@ bool SessionLease::free_requested() const {
   return entry_ != nullptr && entry_->free_pending.load(std::memory_order_relaxed);
 }
 
+llm_status WithSessionUnleased(const llm_session* handle, void (*fn)(Session&, void*), void* arg) {
+  if (handle == nullptr) return Fail(LLM_ERR_INVALID_ARGUMENT, "session must not be NULL");
+  Registry& r = R();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.sessions.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == r.sessions.end()) {
+    return Fail(LLM_ERR_INVALID_ARGUMENT,
+                "session is not a live session handle (freed, or never returned by "
+                "llm_session_create)");
+  }
+  fn(*it->second->session, arg);
+  return LLM_OK;
+}
+
+llm_status AcquireIdle(SessionLease& lease, const llm_session* handle) {
+  if (llm_status st = lease.Acquire(handle); st != LLM_OK) return st;
+  if (lease->step_pending()) {
+    return Fail(LLM_ERR_BUSY,
+                "a step submitted with llm_session_prefill_async/decode_async is pending: "
+                "collect it with llm_session_poll or llm_session_wait first");
+  }
+  lease->ClearCancel();
+  return LLM_OK;
+}
+
 size_t LiveHandleCount() {
   Registry& r = R();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -6,6 +6,10 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/executor.h"
+#include "engine/model_fingerprint.h"
+
+#include <unistd.h>
 
 namespace llm {
 namespace {
@@ -83,8 +87,30 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
   if (options.progress && !options.progress(1.0f)) {
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
   }
+  model->fingerprint_ = ModelFingerprint(*gguf);
   model->gguf_ = std::move(gguf);
   const LlamaHParams& hp = model->hparams_;
+  model->deterministic_ = options.deterministic;
+  if (!options.vocab_only) {
+    if (options.batch_tokens < 0) {
+      return Errorf(LLM_ERR_INVALID_ARGUMENT, "batch_tokens = %d is negative", options.batch_tokens);
+    }
+    const KvLayout layout = model->kv_layout();
+    const uint64_t budget =
+        options.kv_budget_bytes > 0 ? options.kv_budget_bytes : DefaultKvBudget(layout);
+    SchedulerOptions sched;
+    sched.token_budget = options.batch_tokens > 0 ? options.batch_tokens : kDefaultBatchTokens;
+    sched.max_chunk = sched.token_budget;
+    try {
+      model->kv_pool_ = std::make_unique<KvBlockPool>(layout, budget);
+      model->executor_ = std::make_unique<ModelExecutor>(*model->llama_, model->default_threads_,
+                                                         options.deterministic);
+      model->scheduler_ = std::make_unique<Scheduler>(model->executor_.get(), sched);
+    } catch (const std::bad_alloc&) {
+      return Error(LLM_ERR_OUT_OF_MEMORY,
+                   "cannot create the model's batcher (its worker threads or KV pool)");
+    }
+  }
   Logf(LLM_LOG_INFO,
        "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "
        "trained context %d, %d parameters%s; CPU kernels: %s, %d threads",
@@ -93,6 +119,19 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
        options.vocab_only ? " (vocab only)" : "", SimdLevelName(ActiveSimdLevel()),
        model->default_threads_);
   return model;
+}
+
+uint64_t DefaultKvBudget(const KvLayout& layout) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const uint64_t quarter_ram =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                            : uint64_t{1} << 30;
+  const uint64_t sessions_cap = 64ull * 4096ull * layout.bytes_per_token(KvType::kF16);
+  return std::max<uint64_t>(std::min(quarter_ram, sessions_cap), layout.block_bytes());
+}
+
+KvLayout Model::kv_layout() const {
+  return KvLayout{hparams_.n_layer, hparams_.n_head_kv, hparams_.head_dim};
 }
 
 uint64_t Model::n_params() const {

@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/scheduler.h"
 #include "format/gguf.h"
+#include "kv/block_pool.h"
 #include "model/llama.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,7 +23,18 @@ struct ModelLoadOptions {
   int n_threads = 0;  // 0: physical cores
   // Progress in [0, 1]; returning false cancels the load (LLM_ERR_CANCELLED).
   std::function<bool(float)> progress;
+  uint64_t kv_budget_bytes = 0;  // 0: DefaultKvBudget()
+  bool deterministic = false;    // batch-invariant kernels (docs/BATCHING.md)
+  int64_t batch_tokens = 0;      // token budget of one batched pass; 0: kDefaultBatchTokens
 };
+
+inline constexpr int64_t kDefaultBatchTokens = 256;
+
+// The KV pool cap used when the caller gives none: a quarter of physical
+// memory, but no more than 64 sessions of 4096 tokens need with an F16
+// cache (memory is only taken as sessions use it; the cap bounds the worst
+// case so that a host's other allocations keep room).
+uint64_t DefaultKvBudget(const KvLayout& layout);
 
 class Model {
  public:
@@ -42,9 +54,16 @@ class Model {
   int default_threads() const { return default_threads_; }
   uint64_t n_params() const;
 
-  // 0.1 runs one forward pass at a time per model: sessions on different
-  // threads take turns here. (The batcher replaces this lock by merging steps.)
-  std::mutex& forward_mutex() const { return forward_mutex_; }
+  bool deterministic() const { return deterministic_; }
+  // Stable identity of the weights (engine/model_fingerprint.h), checked by
+  // session load.
+  uint64_t fingerprint() const { return fingerprint_; }
+  KvLayout kv_layout() const;
+
+  // The shared machinery sessions use (!vocab_only() only). Thread-safe
+  // objects: a const Model hands them out mutable, as it is shared.
+  KvBlockPool& kv_pool() const { return *kv_pool_; }
+  Scheduler& scheduler() const { return *scheduler_; }
 
  private:
   Model() = default;
@@ -58,7 +77,13 @@ class Model {
   std::string chat_template_;
   std::string name_;
   int default_threads_ = 1;
-  mutable std::mutex forward_mutex_;
+  bool deterministic_ = false;
+  uint64_t fingerprint_ = 0;
+  // Declared last: destroyed first (the scheduler's thread is joined before
+  // the executor and pool it uses go away).
+  std::unique_ptr<KvBlockPool> kv_pool_;
+  std::unique_ptr<StepExecutor> executor_;
+  std::unique_ptr<Scheduler> scheduler_;
 };
 
 }  // namespace llm

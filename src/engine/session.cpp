@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "engine/session_state.h"
 
 namespace llm {
 
@@ -18,24 +18,35 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const M
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "n_threads = %d is outside [0, 1024]", options.n_threads);
   }
   LLM_RETURN_IF_ERROR(ValidateSamplerConfig(options.sampler));
-  std::unique_ptr<Session> s(new Session());
-  s->n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
-  if (s->n_ctx_ > (int64_t{1} << 24)) {
+  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
+  if (n_ctx > (int64_t{1} << 24)) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "n_ctx = %d is larger than the supported 16M tokens",
-                  s->n_ctx_);
+                  n_ctx);
   }
-  s->n_threads_ = options.n_threads > 0 ? options.n_threads : model->default_threads();
-  s->seed_ = options.seed;
-  s->pool_ = std::make_unique<ThreadPool>(s->n_threads_);
-  s->kv_ = std::make_unique<KvCache>(hp.n_layer, s->n_ctx_, hp.n_head_kv, hp.head_dim, options.kv_type);
-  s->sampler_ = std::make_unique<Sampler>(options.sampler);
-  s->rng_ = Rng(options.seed);
-  s->logits_.assign(static_cast<size_t>(hp.n_vocab), 0.0f);
-  s->model_ = std::move(model);
+  std::unique_ptr<Session> s(new Session());
+  LLM_RETURN_IF_ERROR(s->Init(std::move(model), n_ctx, options.kv_type, options.seed, options.sampler));
   return s;
 }
 
-Session::~Session() = default;
+absl::Status Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
+                           uint64_t seed, const SamplerConfig& sampler) {
+  model_ = std::move(model);
+  n_ctx_ = n_ctx;
+  kv_type_ = kv_type;
+  seed_ = seed;
+  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx);
+  sampler_ = std::make_unique<Sampler>(sampler);
+  rng_ = Rng(seed);
+  logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
+  client_.owner = this;
+  model_->scheduler().Attach(&client_);
+  attached_ = true;
+  return absl::OkStatus();
+}
+
+Session::~Session() {
+  if (attached_) model_->scheduler().Detach(&client_);
+}
 
 absl::Status Session::CheckTokens(absl::Span<const int32_t> tokens) const {
   if (tokens.empty()) return Error(LLM_ERR_INVALID_ARGUMENT, "tokens: n must be > 0");
@@ -55,40 +66,7 @@ absl::Status Session::CheckTokens(absl::Span<const int32_t> tokens) const {
   return absl::OkStatus();
 }
 
-absl::Status Session::RunChunked(absl::Span<const int32_t> tokens) {
-  // Allocation failure safety: the history can grow without allocating after
-  // a forward pass has succeeded, and logits being overwritten are not
-  // reported as valid if the pass throws (std::bad_alloc) half way.
-  tokens_.reserve(tokens_.size() + tokens.size());
-  has_logits_ = false;
-  std::lock_guard<std::mutex> lock(model_->forward_mutex());
-  for (size_t begin = 0; begin < tokens.size(); begin += kPrefillChunk) {
-    const size_t n = std::min<size_t>(kPrefillChunk, tokens.size() - begin);
-    const bool last = begin + n == tokens.size();
-    SequenceStep step;
-    step.kv = kv_.get();
-    step.tokens = tokens.subspan(begin, n);
-    step.pos0 = static_cast<int64_t>(tokens_.size());
-    step.logits = last ? logits_.data() : nullptr;
-    absl::Status status = model_->llama().Forward({&step, 1}, pool_.get(), n_threads_, scratch_);
-    if (!status.ok()) {
-      // The chunk's KV may be partly written; positions past tokens_ are
-      // simply overwritten by the next step, so history stays consistent.
-      has_logits_ = false;
-      return status;
-    }
-    tokens_.insert(tokens_.end(), step.tokens.begin(), step.tokens.end());
-  }
-  has_logits_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status Session::Prefill(absl::Span<const int32_t> tokens) {
-  LLM_RETURN_IF_ERROR(CheckTokens(tokens));
-  return RunChunked(tokens);
-}
-
-absl::StatusOr<int32_t> Session::Decode() {
+absl::Status Session::CheckCanDecode() const {
   if (!has_logits_) {
     return Error(LLM_ERR_INVALID_ARGUMENT,
                  "session has no logits to sample from: call llm_session_prefill first");
@@ -97,9 +75,127 @@ absl::StatusOr<int32_t> Session::Decode() {
     return Errorf(LLM_ERR_CONTEXT_FULL, "session is full: %d of n_ctx = %d tokens", tokens_.size(),
                   n_ctx_);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
+  LLM_RETURN_IF_ERROR(CheckTokens(tokens));
+  // Prefix caching: whole blocks of history + tokens already in the pool are
+  // attached instead of computed. The last token is always computed, since
+  // its logits are wanted.
+  const int64_t have = static_cast<int64_t>(tokens_.size());
+  int64_t adopted = 0;
+  if (have % kv_->block_tokens() == 0 &&
+      static_cast<int64_t>(tokens.size()) > kv_->block_tokens()) {
+    std::vector<int32_t> all;
+    all.reserve(tokens_.size() + tokens.size());
+    all.insert(all.end(), tokens_.begin(), tokens_.end());
+    all.insert(all.end(), tokens.begin(), tokens.end());
+    adopted = kv_->AdoptCachedPrefix(all, static_cast<int64_t>(all.size()) - 1) - have;
+    if (adopted > 0) {
+      tokens_.insert(tokens_.end(), tokens.begin(), tokens.begin() + adopted);
+      cached_tokens_.fetch_add(static_cast<uint64_t>(adopted), std::memory_order_relaxed);
+    }
+  }
+  step_tokens_.assign(tokens.begin() + adopted, tokens.end());
+  // The scheduler thread appends to the history without allocating.
+  tokens_.reserve(tokens_.size() + step_tokens_.size());
+  has_logits_ = false;
+  pending_ = Pending::kPrefill;
+  return SubmitStep();
+}
+
+absl::Status Session::SubmitDecode() {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
+  LLM_RETURN_IF_ERROR(CheckCanDecode());
   const int32_t token = sampler_->Sample(logits_, tokens_, rng_);
-  LLM_RETURN_IF_ERROR(RunChunked({&token, 1}));
+  step_tokens_.assign(1, token);
+  tokens_.reserve(tokens_.size() + 1);
+  has_logits_ = false;
+  pending_ = Pending::kDecode;
+  return SubmitStep();
+}
+
+absl::Status Session::SubmitStep() {
+  if (cancel_requested_.load(std::memory_order_relaxed)) {
+    pending_ = Pending::kNone;
+    return Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  }
+  absl::Status submitted = model_->scheduler().Submit(&client_, step_tokens_);
+  if (!submitted.ok()) {
+    pending_ = Pending::kNone;
+    return submitted;
+  }
+  // Cancel() sets the flag before asking the scheduler: if it ran between
+  // the check above and Submit, its scheduler call found nothing to cancel,
+  // and this one does it.
+  if (cancel_requested_.load(std::memory_order_relaxed)) model_->scheduler().Cancel(&client_);
+  return absl::OkStatus();
+}
+
+absl::Status Session::Collect(const absl::Status& status, int32_t* token) {
+  const bool decode = pending_ == Pending::kDecode;
+  pending_ = Pending::kNone;
+  if (token != nullptr) *token = decode && status.ok() ? step_tokens_[0] : -1;
+  return status;
+}
+
+std::optional<absl::Status> Session::Poll(int32_t* token) {
+  if (!step_pending()) {
+    return Error(LLM_ERR_INVALID_ARGUMENT,
+                 "no step to poll: submit one with llm_session_prefill_async or "
+                 "llm_session_decode_async first");
+  }
+  absl::Status status;
+  if (!model_->scheduler().Poll(&client_, &status)) return std::nullopt;
+  return Collect(status, token);
+}
+
+absl::Status Session::Wait(int32_t* token) {
+  if (!step_pending()) {
+    return Error(LLM_ERR_INVALID_ARGUMENT,
+                 "no step to wait for: submit one with llm_session_prefill_async or "
+                 "llm_session_decode_async first");
+  }
+  return Collect(model_->scheduler().Wait(&client_), token);
+}
+
+absl::Status Session::Prefill(absl::Span<const int32_t> tokens) {
+  LLM_RETURN_IF_ERROR(SubmitPrefill(tokens));
+  return Wait(nullptr);
+}
+
+absl::StatusOr<int32_t> Session::Decode() {
+  LLM_RETURN_IF_ERROR(SubmitDecode());
+  int32_t token = -1;
+  LLM_RETURN_IF_ERROR(Wait(&token));
   return token;
+}
+
+void Session::Cancel() {
+  cancel_requested_.store(true, std::memory_order_relaxed);
+  model_->scheduler().Cancel(&client_);
+}
+
+absl::Status Session::PrepareChunk(int64_t n) {
+  const int64_t pos = static_cast<int64_t>(tokens_.size());
+  return kv_->PrepareWrite(pos, pos + n);
+}
+
+SequenceStep Session::StepFor(const ScheduledChunk& chunk) {
+  SequenceStep step;
+  step.kv = kv_.get();
+  step.tokens = chunk.tokens;
+  step.pos0 = static_cast<int64_t>(tokens_.size());
+  step.logits = chunk.last ? logits_.data() : nullptr;
+  return step;
+}
+
+void Session::CommitChunk(const ScheduledChunk& chunk) {
+  tokens_.insert(tokens_.end(), chunk.tokens.begin(), chunk.tokens.end());  // reserved
+  kv_->Commit(tokens_);
+  if (chunk.last) has_logits_ = true;
 }
 
 absl::Status Session::SetSampler(const SamplerConfig& config) {
@@ -108,37 +204,122 @@ absl::Status Session::SetSampler(const SamplerConfig& config) {
   return absl::OkStatus();
 }
 
+void Session::SetSeed(uint64_t seed) {
+  seed_ = seed;
+  rng_ = Rng(seed);
+}
+
 void Session::Reset() {
+  kv_->Truncate(0);
   tokens_.clear();
   has_logits_ = false;
   rng_ = Rng(seed_);
 }
 
-absl::Status Session::PrefillBatch(absl::Span<Session* const> sessions,
-                                   absl::Span<const absl::Span<const int32_t>> tokens) {
-  if (sessions.empty() || sessions.size() != tokens.size()) {
-    return Error(LLM_ERR_INVALID_ARGUMENT, "sessions and tokens must be non-empty and match");
+absl::Status Session::Rewind(int64_t n) {
+  const int64_t have = static_cast<int64_t>(tokens_.size());
+  if (n < 0 || n > have) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "cannot rewind to %d tokens: the session holds %d", n,
+                  have);
   }
-  const Model* model = sessions[0]->model_.get();
-  std::vector<SequenceStep> steps(sessions.size());
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    Session* s = sessions[i];
-    if (s->model_.get() != model) return Error(LLM_ERR_INVALID_ARGUMENT, "sessions of different models");
-    LLM_RETURN_IF_ERROR(s->CheckTokens(tokens[i]));
-    steps[i] = SequenceStep{s->kv_.get(), tokens[i], static_cast<int64_t>(s->tokens_.size()),
-                            s->logits_.data()};
+  if (n == have && (has_logits_ || n == 0)) return absl::OkStatus();
+  has_logits_ = false;
+  if (n == 0) {
+    kv_->Truncate(0);
+    tokens_.clear();
+    return absl::OkStatus();
   }
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i]->tokens_.reserve(sessions[i]->tokens_.size() + tokens[i].size());
-    sessions[i]->has_logits_ = false;
+  // Drop the last kept token too and run it again: that recomputes the
+  // logits of position n - 1 (its KV is rewritten with the same values).
+  const int32_t last = tokens_[static_cast<size_t>(n - 1)];
+  kv_->Truncate(n - 1);
+  tokens_.resize(static_cast<size_t>(n - 1));
+  return Prefill({&last, 1});
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is pending on the parent session");
+  std::unique_ptr<Session> child(new Session());
+  child->model_ = model_;
+  child->n_ctx_ = n_ctx_;
+  child->kv_type_ = kv_type_;
+  child->seed_ = seed_;
+  child->kv_ = kv_->Fork();
+  child->sampler_ = std::make_unique<Sampler>(sampler_->config());
+  child->rng_ = rng_;
+  child->tokens_ = tokens_;
+  child->logits_ = logits_;
+  child->has_logits_ = has_logits_;
+  child->client_.owner = child.get();
+  model_->scheduler().Attach(&child->client_);
+  child->attached_ = true;
+  return child;
+}
+
+namespace {
+
+SessionState StateOf(const Model& model, KvType kv_type, const std::vector<int32_t>& tokens,
+                     uint64_t seed, const Sampler& sampler, const Rng& rng, bool has_logits,
+                     const std::vector<float>& logits) {
+  SessionState state;
+  state.model_fingerprint = model.fingerprint();
+  state.kv_type = kv_type;
+  state.tokens = tokens;
+  state.seed = seed;
+  state.sampler = sampler.config();
+  state.rng_state = rng.state();
+  state.has_logits = has_logits;
+  if (has_logits) state.logits = logits;
+  return state;
+}
+
+}  // namespace
+
+size_t Session::SaveSize() const {
+  const SessionState state =
+      StateOf(*model_, kv_type_, tokens_, seed_, *sampler_, rng_, has_logits_, logits_);
+  return SerializedSessionSize(state, model_->kv_layout());
+}
+
+absl::StatusOr<size_t> Session::Save(uint8_t* out, size_t capacity) const {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is pending on this session");
+  const SessionState state =
+      StateOf(*model_, kv_type_, tokens_, seed_, *sampler_, rng_, has_logits_, logits_);
+  const KvLayout layout = model_->kv_layout();
+  const size_t size = SerializedSessionSize(state, layout);
+  if (out == nullptr || capacity < size) {
+    return Errorf(LLM_ERR_BUFFER_TOO_SMALL, "the session needs %d bytes; the buffer holds %d", size,
+                  capacity);
   }
-  Session* lead = sessions[0];
-  std::lock_guard<std::mutex> lock(model->forward_mutex());
-  LLM_RETURN_IF_ERROR(model->llama().Forward(steps, lead->pool_.get(), lead->n_threads_, lead->scratch_));
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i]->tokens_.insert(sessions[i]->tokens_.end(), tokens[i].begin(), tokens[i].end());
-    sessions[i]->has_logits_ = true;
-  }
+  SerializeSession(state, *kv_, layout, out);
+  return size;
+}
+
+absl::Status Session::Load(const uint8_t* data, size_t size) {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is pending on this session");
+  const KvLayout layout = model_->kv_layout();
+  SessionLoadExpect expect;
+  expect.model_fingerprint = model_->fingerprint();
+  expect.kv_type = kv_type_;
+  expect.n_vocab = model_->hparams().n_vocab;
+  expect.n_ctx = n_ctx_;
+  expect.layout = &layout;
+  auto fresh = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_);
+  SessionState state;
+  LLM_RETURN_IF_ERROR(DeserializeSession(data, size, expect, &state, fresh.get()));
+  Rng rng = rng_;
+  LLM_RETURN_IF_ERROR(rng.set_state(state.rng_state));
+  auto sampler = std::make_unique<Sampler>(state.sampler);
+  std::vector<float> logits = logits_;
+  if (state.has_logits) logits = std::move(state.logits);
+  // Nothing below fails: the session changes all at once.
+  kv_ = std::move(fresh);
+  tokens_ = std::move(state.tokens);
+  seed_ = state.seed;
+  sampler_ = std::move(sampler);
+  rng_ = rng;
+  logits_ = std::move(logits);
+  has_logits_ = state.has_logits;
   return absl::OkStatus();
 }
 

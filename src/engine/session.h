@@ -1,40 +1,47 @@
-// One conversation: token history, KV cache, sampler and its seeded RNG, and
-// the logits for the next position. One thread at a time per session; several
-// sessions of one model may run on different threads (0.1 serialises their
-// forward passes on the model's lock).
+// One conversation: token history, KV block table (from the model's pool),
+// sampler and its seeded RNG, and the logits for the next position.
+//
+// Work reaches the model through its scheduler (engine/scheduler.h): a
+// session submits a step (tokens to run) and waits for it -- or, for the
+// non-blocking API, polls. While a step of the session is pending, the
+// scheduler thread owns the session's history, KV and logits; the session's
+// own thread touches them again only after collecting the step.
+//
+// One thread at a time per session, except Cancel() and the counters, which
+// any thread may call.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model.h"
-#include "kv/kv_cache.h"
+#include "engine/scheduler.h"
+#include "kv/block_table.h"
 #include "model/llama.h"
 #include "sampling/sampler.h"
 
 namespace llm {
 
-class ThreadPool;
-
 struct SessionOptions {
   int64_t n_ctx = 0;  // 0: trained context capped at kDefaultMaxCtx
   KvType kv_type = KvType::kF16;
-  int n_threads = 0;  // 0: the model's default
+  int n_threads = 0;  // accepted for compatibility; passes use the model's threads
   uint64_t seed = 0;
   SamplerConfig sampler;
 };
 
 inline constexpr int64_t kDefaultMaxCtx = 4096;
-// Prefill runs in chunks of at most this many tokens (bounds the activations).
-inline constexpr int64_t kPrefillChunk = 256;
 
 class Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Model> model,
                                                          const SessionOptions& options);
+  // Cancels a pending step and waits until the scheduler has let go of it.
   ~Session();
 
   const Model& model() const { return *model_; }
@@ -42,36 +49,85 @@ class Session {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   bool has_logits() const { return has_logits_; }
   absl::Span<const float> logits() const { return logits_; }
+  const KvBlockTable& kv() const { return *kv_; }
 
-  // Append tokens and run them (CONTEXT_FULL if they do not fit: nothing changes).
+  // ---- blocking steps ----
+  // Append tokens and run them (CONTEXT_FULL if they do not fit: nothing
+  // changes). Whole blocks of the prompt already in the model's pool are
+  // reused instead of recomputed (prefix caching).
   absl::Status Prefill(absl::Span<const int32_t> tokens);
   // Sample from the current logits, append, run. Returns the token.
   absl::StatusOr<int32_t> Decode();
-  absl::Status SetSampler(const SamplerConfig& config);
-  void Reset();
 
-  // Runs several sessions' new tokens as ONE forward pass (each session's
-  // tokens must fit its context). Used by tests and, later, the batcher.
-  static absl::Status PrefillBatch(absl::Span<Session* const> sessions,
-                                   absl::Span<const absl::Span<const int32_t>> tokens);
+  // ---- non-blocking steps ----
+  absl::Status SubmitPrefill(absl::Span<const int32_t> tokens);  // tokens are copied
+  absl::Status SubmitDecode();  // samples now; the token comes with the result
+  // A submitted step not yet collected.
+  bool step_pending() const { return pending_ != Pending::kNone; }
+  // nullopt while the step runs; else its status (collected). *token: the
+  // decoded token of a decode step (else -1). No step -> INVALID_ARGUMENT.
+  std::optional<absl::Status> Poll(int32_t* token);
+  absl::Status Wait(int32_t* token);
+
+  // Any thread: the running or queued step ends with LLM_ERR_CANCELLED.
+  void Cancel();
+  // Called at the start of each public call: a cancel only affects the call
+  // in progress.
+  void ClearCancel() { cancel_requested_.store(false, std::memory_order_relaxed); }
+
+  absl::Status SetSampler(const SamplerConfig& config);
+  void SetSeed(uint64_t seed);
+  void Reset();
+  // Keep the first n tokens; recompute the logits of the last one.
+  absl::Status Rewind(int64_t n);
+  // A copy sharing this session's KV blocks (copy-on-write).
+  absl::StatusOr<std::unique_ptr<Session>> Fork() const;
+  // docs/SESSION_FORMAT.md. Save: the size needed (BUFFER_TOO_SMALL if
+  // capacity is smaller; out may then be null).
+  absl::StatusOr<size_t> Save(uint8_t* out, size_t capacity) const;
+  size_t SaveSize() const;
+  // Replaces the state; on failure nothing changes.
+  absl::Status Load(const uint8_t* data, size_t size);
+
+  // Counters (any thread).
+  uint64_t iterations() const { return client_.iterations.load(std::memory_order_relaxed); }
+  uint64_t prefill_chunks() const { return client_.chunks.load(std::memory_order_relaxed); }
+  uint64_t cached_tokens() const { return cached_tokens_.load(std::memory_order_relaxed); }
 
  private:
+  friend class ModelExecutor;  // the scheduler thread's side, below
   Session() = default;
+  absl::Status Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
+                    uint64_t seed, const SamplerConfig& sampler);
   absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
-  absl::Status RunChunked(absl::Span<const int32_t> tokens);
+  absl::Status CheckCanDecode() const;
+  absl::Status SubmitStep();  // step_tokens_ -> scheduler
+  absl::Status Collect(const absl::Status& status, int32_t* token);
+
+  // Scheduler thread, while a step of this session is in a pass.
+  absl::Status PrepareChunk(int64_t n);
+  SequenceStep StepFor(const ScheduledChunk& chunk);
+  void CommitChunk(const ScheduledChunk& chunk);
+
+  enum class Pending { kNone, kPrefill, kDecode };
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_ = 0;
-  int n_threads_ = 1;
+  KvType kv_type_ = KvType::kF16;
   uint64_t seed_ = 0;
-  std::unique_ptr<ThreadPool> pool_;  // n_threads_ - 1 workers, joined on free
-  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<KvBlockTable> kv_;
   std::unique_ptr<Sampler> sampler_;
   Rng rng_{0};
-  ForwardScratch scratch_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   bool has_logits_ = false;
+
+  SchedulerClient client_;
+  bool attached_ = false;
+  Pending pending_ = Pending::kNone;
+  std::vector<int32_t> step_tokens_;  // the submitted step's tokens
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<uint64_t> cached_tokens_{0};
 };
 
 }  // namespace llm

@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
-#include "kv/kv_cache.h"
+#include "kv/block_table.h"
 
 namespace llm {
 namespace {
@@ -106,7 +106,8 @@ absl::Status LlamaModel::Attention(absl::Span<const SequenceStep> steps, int64_t
       step.kv->Store(layer, pos, k, s.v.data() + (row + t) * kv_dim);
     }
     LLM_RETURN_IF_ERROR(llm::Attention(s.q.data() + row * q_dim, n, hp_.n_head, step.pos0,
-                                       step.kv->View(layer), s.attn.data() + row * q_dim, pool));
+                                       step.kv->View(layer), s.attn.data() + row * q_dim, pool,
+                                       s.batch_invariant));
     row += n;
   }
   return absl::OkStatus();
@@ -116,7 +117,10 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, ThreadPoo
                                  int n_threads, ForwardScratch& s) const {
   int64_t n_rows = 0;
   for (const SequenceStep& step : steps) {
-    LLM_RETURN_IF_ERROR(step.kv->Reserve(step.pos0 + static_cast<int64_t>(step.tokens.size())));
+    // Normally done per step by the caller (so that a full KV pool fails one
+    // step, not the batch); idempotent.
+    LLM_RETURN_IF_ERROR(
+        step.kv->PrepareWrite(step.pos0, step.pos0 + static_cast<int64_t>(step.tokens.size())));
     n_rows += static_cast<int64_t>(step.tokens.size());
   }
   if (n_rows == 0) return absl::OkStatus();

@@ -20,12 +20,12 @@
 namespace llm {
 
 class GgufFile;
-class KvCache;
+class KvBlockTable;
 class ThreadPool;
 
 // One sequence's part of a batch.
 struct SequenceStep {
-  KvCache* kv = nullptr;              // receives K/V of positions [pos0, pos0 + n)
+  KvBlockTable* kv = nullptr;         // receives K/V of positions [pos0, pos0 + n)
   absl::Span<const int32_t> tokens;   // n new tokens (ids already validated)
   int64_t pos0 = 0;                   // absolute position of tokens[0]
   float* logits = nullptr;            // [n_vocab] for the last token, or nullptr
@@ -35,6 +35,9 @@ struct SequenceStep {
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, gate, up, last;
   LinearContext linear;
+  // Batch-invariant attention (see backend/cpu/attention.h); the matrix
+  // products follow linear.batch_invariant.
+  bool batch_invariant = false;
 };
 
 struct LlamaLayer {
