@@ -105,31 +105,57 @@ void BM_MatMulBF16(benchmark::State& state) {
 BENCHMARK(BM_MatMulBF16)->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->UseRealTime();
 
 // Decode attention of one token over n_kv cached positions (SmolLM2 heads:
-// 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1).
+// 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1), block
+// size in positions of the paged view (0: one contiguous block).
 // Bytes = the K and V read.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t n_kv = state.range(0), n_head = 9, n_head_kv = 3, hd = 64;
   const bool f16 = state.range(1) != 0;
-  const size_t elems = static_cast<size_t>(n_kv * n_head_kv * hd);
-  std::vector<float> kf(elems, 0.01f), vf(elems, 0.02f), q(n_head * hd, 0.1f), out(n_head * hd);
-  std::vector<uint16_t> kh(elems, F32ToF16(0.01f)), vh(elems, F32ToF16(0.02f));
+  const int64_t bt = state.range(2) > 0 ? state.range(2) : n_kv;
+  const int64_t n_blocks = (n_kv + bt - 1) / bt;
+  const size_t row = static_cast<size_t>(n_head_kv * hd);
+  const size_t elem = f16 ? 2 : 4;
+  const size_t elems = static_cast<size_t>(n_kv) * row;
+  // Each block: [bt K rows][bt V rows], blocks in reverse order in one pool.
+  const size_t half = static_cast<size_t>(bt) * row * elem;
+  std::vector<uint8_t> pool(static_cast<size_t>(n_blocks) * 2 * half);
+  for (size_t i = 0; i < pool.size() / elem; ++i) {
+    const bool is_v = (i * elem / half) % 2 == 1;
+    if (f16) {
+      const uint16_t h = F32ToF16(is_v ? 0.02f : 0.01f);
+      std::memcpy(pool.data() + i * 2, &h, 2);
+    } else {
+      const float f = is_v ? 0.02f : 0.01f;
+      std::memcpy(pool.data() + i * 4, &f, 4);
+    }
+  }
+  std::vector<const uint8_t*> blocks(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b)
+    blocks[b] = pool.data() + static_cast<size_t>(n_blocks - 1 - b) * 2 * half;
+  std::vector<float> q(n_head * hd, 0.1f), out(n_head * hd);
   KvView kv;
-  kv.k = f16 ? static_cast<const void*>(kh.data()) : kf.data();
-  kv.v = f16 ? static_cast<const void*>(vh.data()) : vf.data();
+  kv.blocks = blocks.data();
+  kv.block_tokens = bt;
+  kv.k_offset = 0;
+  kv.v_offset = half;
   kv.f16 = f16;
   kv.n_head_kv = n_head_kv;
   kv.head_dim = hd;
-  kv.row_stride = static_cast<size_t>(n_head_kv * hd);
+  kv.row_stride = row;
   for (auto _ : state) {
     auto s = Attention(q.data(), 1, n_head, n_kv - 1, kv, out.data(), nullptr);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
-                          static_cast<int64_t>(elems * (f16 ? 2 : 4)));
+                          static_cast<int64_t>(elems * elem));
   state.SetLabel(SimdLevelName(ActiveSimdLevel()));
 }
-BENCHMARK(BM_AttentionDecode)->Args({1024, 1})->Args({1024, 0});
+BENCHMARK(BM_AttentionDecode)
+    ->Args({1024, 1, 0})
+    ->Args({1024, 1, 16})
+    ->Args({1024, 0, 0})
+    ->Args({1024, 0, 16});
 
 }  // namespace
 }  // namespace llm

@@ -1,9 +1,11 @@
 // A session's KV cache, contiguous per layer (0.1; the paged block pool of
 // DESIGN.md §2 replaces the storage later, keeping this interface's role).
 //
-// Layout per layer: K and V are [n_ctx][n_head_kv * head_dim] in F16 or F32.
-// Storage is reserved lazily in growing steps, so memory follows use rather
-// than n_ctx.
+// Layout per layer: one buffer [K rows][V rows], each [cap][n_head_kv *
+// head_dim] in F16 or F32 (cap = the layer's reserved positions), so that
+// View can describe it as a one-block paged KvView (block base = buffer,
+// k_offset 0, v_offset = cap rows). Storage is reserved lazily in growing
+// steps, so memory follows use rather than n_ctx.
 #pragma once
 
 #include <cstddef>
@@ -37,9 +39,12 @@ class KvCache {
  private:
   int64_t n_layer_, n_ctx_, n_head_kv_, head_dim_;
   KvType type_;
-  int64_t reserved_ = 0;                   // positions with storage
-  std::vector<std::vector<uint8_t>> k_;    // per layer
-  std::vector<std::vector<uint8_t>> v_;
+  size_t row_bytes() const;  // one position's K (or V) row of one layer
+
+  int64_t reserved_ = 0;                  // positions with storage in every layer
+  std::vector<std::vector<uint8_t>> kv_;  // per layer: [cap_[l]][row] K, then as many V
+  std::vector<int64_t> cap_;              // per layer: positions in kv_[l]
+  std::vector<const uint8_t*> base_;      // per layer: kv_[l].data(), KvView's one block
 };
 
 }  // namespace llm

@@ -18,8 +18,9 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
   // libllm's logits within 0.1 of llama.cpp's on sensitive models (SmolLM2:
   // an f32 GEMM on dequantized weights alone moves the logits by ~0.2). It
   // also makes prefill batch-invariant (QuantMatMul's per-row arithmetic does
-  // not depend on n_rows). Other types keep oneDNN for large row counts.
-  if (n_rows <= kGemvMaxRows || QuantMatMulQuantizesActivations(w.type)) {
+  // not depend on n_rows). Other types keep oneDNN for large row counts,
+  // unless the caller needs batch invariance (linear.h).
+  if (n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type)) {
     return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
                        n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
   }

@@ -5,7 +5,8 @@
 //    independent of the row count, so a session's output does not depend on
 //    who else is in the batch, nor on how its prompt was chunked.
 //  - other types, more rows (prefill chunks): the weight is dequantized into
-//    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h).
+//    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h) -- unless
+//    LinearContext::batch_invariant asks for QuantMatMul at every row count.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +22,19 @@ class ThreadPool;
 inline constexpr int64_t kGemvMaxRows = 16;
 
 struct LinearContext {
-  ThreadPool* pool = nullptr;     // nullable
+  ThreadPool* pool = nullptr;  // nullable
   int n_threads = 1;
   std::vector<float> dequantized;  // scratch: [n_out][n_in] f32 for the GEMM path
+  // Use QuantMatMul (fixed per-row summation order, independent of n_rows)
+  // for every row count and weight type, never oneDNN: oneDNN picks its
+  // blocking, and with it the order in which each output's k-sum is
+  // accumulated, from the matrix shapes, n_rows included, so the same row
+  // multiplied alone or among 40 others can differ in the last bits. With
+  // this set, a row's output depends only on that row (a batcher mixing
+  // sessions, or a prompt prefilled in chunks vs. decoded token by token,
+  // gives the same bits), at the cost of oneDNN's GEMM speed on large
+  // prefill chunks of F16 / BF16 / F32 / K-quant weights.
+  bool batch_invariant = false;
 };
 
 // x: [n_rows][w.n_in] f32, y: [n_rows][w.n_out] f32 (both densely packed).

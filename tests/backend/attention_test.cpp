@@ -1,13 +1,16 @@
 // Attention vs the float64 reference: f32 and f16 KV, GQA, prefill (n_q > 1)
-// and decode (n_q = 1) at odd positions; and batch/thread invariance.
+// and decode (n_q = 1) at odd positions, over paged KV views of several block
+// sizes; paging, batch and thread invariance; the batch_invariant mode.
 // Tolerance: 1e-5 relative to sum_p softmax_p * |v_p| of each output (plus a
 // tiny absolute floor), the natural scale of a weighted average; with an f16
 // cache 2^-11 more, for the f16 rounding of the probabilities (ggml's
 // rounding points, see attention.cpp).
 #include "backend/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -27,36 +30,100 @@ using testing_util::RandomVector;
 using testing_util::SimdLevelGuard;
 using testing_util::SupportedLevels;
 
-struct Kv {
-  std::vector<float> k, v;       // f32 copy (after f16 rounding if f16)
-  std::vector<uint16_t> kh, vh;  // f16 storage
-  KvView view;
+// KV values of n_pos positions, [n_pos][stride] with stride = n_head_kv *
+// head_dim + pad; f32 copies (already rounded to f16 when f16).
+struct KvData {
+  std::vector<float> k, v;
+  int64_t n_pos = 0, n_head_kv = 0, head_dim = 0;
+  size_t stride = 0;
+  bool f16 = false;
 };
 
-// Dense KV of n_pos positions, row_stride = n_head_kv*head_dim + pad.
-Kv MakeKv(std::mt19937& rng, int64_t n_pos, int64_t n_head_kv, int64_t head_dim, bool f16,
-          int64_t pad) {
-  Kv kv;
-  const size_t stride = static_cast<size_t>(n_head_kv * head_dim + pad);
-  kv.k = RandomVector(rng, n_pos * stride, 0.05f, 1.5f);
-  kv.v = RandomVector(rng, n_pos * stride, 0.05f, 1.5f);
+KvData MakeKvData(std::mt19937& rng, int64_t n_pos, int64_t n_head_kv, int64_t head_dim, bool f16,
+                  int64_t pad) {
+  KvData kv;
+  kv.n_pos = n_pos;
+  kv.n_head_kv = n_head_kv;
+  kv.head_dim = head_dim;
+  kv.f16 = f16;
+  kv.stride = static_cast<size_t>(n_head_kv * head_dim + pad);
+  kv.k = RandomVector(rng, n_pos * kv.stride, 0.05f, 1.5f);
+  kv.v = RandomVector(rng, n_pos * kv.stride, 0.05f, 1.5f);
   if (f16) {
-    kv.kh.resize(kv.k.size());
-    kv.vh.resize(kv.v.size());
-    for (size_t i = 0; i < kv.k.size(); ++i) {
-      kv.kh[i] = F32ToF16(kv.k[i]);
-      kv.k[i] = F16ToF32(kv.kh[i]);
-      kv.vh[i] = F32ToF16(kv.v[i]);
-      kv.v[i] = F16ToF32(kv.vh[i]);
+    for (float& x : kv.k) x = F16ToF32(F32ToF16(x));
+    for (float& x : kv.v) x = F16ToF32(F32ToF16(x));
+  }
+  return kv;
+}
+
+// The same values stored as a paged cache layer: blocks of block_tokens
+// positions in shuffled slots of one pool (plus unused slots), each slot
+// [k_offset filler][K or V rows][V or K rows] in random order. Everything a
+// kernel must not read -- filler, row padding, rows past n_pos, unused slots
+// -- is NaN, so reading it shows in the output.
+struct PagedKv {
+  std::vector<uint8_t> pool;
+  std::vector<const uint8_t*> blocks;
+  KvView base;  // blocks filled in by view()
+
+  KvView view() const {
+    KvView v = base;
+    v.blocks = blocks.data();
+    return v;
+  }
+};
+
+PagedKv Page(const KvData& d, int64_t block_tokens, std::mt19937& rng) {
+  PagedKv pk;
+  const size_t elem = d.f16 ? 2 : 4;
+  const size_t row_bytes = d.stride * elem;
+  const size_t half = static_cast<size_t>(block_tokens) * row_bytes;
+  const size_t filler = static_cast<size_t>(rng() % 3) * row_bytes + 4 * elem;
+  const size_t slot_bytes = filler + 2 * half;
+  const int64_t n_blocks = (d.n_pos + block_tokens - 1) / block_tokens;
+  const int64_t n_slots = n_blocks + 2;
+  pk.pool.resize(static_cast<size_t>(n_slots) * slot_bytes);
+  // NaN everywhere first.
+  for (size_t i = 0; i < pk.pool.size(); i += elem) {
+    if (d.f16) {
+      const uint16_t nan = 0x7E00;
+      std::memcpy(pk.pool.data() + i, &nan, 2);
+    } else {
+      const float nan = NAN;
+      std::memcpy(pk.pool.data() + i, &nan, 4);
     }
   }
-  kv.view.k = f16 ? static_cast<const void*>(kv.kh.data()) : kv.k.data();
-  kv.view.v = f16 ? static_cast<const void*>(kv.vh.data()) : kv.v.data();
-  kv.view.f16 = f16;
-  kv.view.n_head_kv = n_head_kv;
-  kv.view.head_dim = head_dim;
-  kv.view.row_stride = stride;
-  return kv;
+  std::vector<int64_t> slot(static_cast<size_t>(n_slots));
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), rng);
+  const bool v_first = (rng() & 1) != 0;
+  pk.base.block_tokens = block_tokens;
+  pk.base.k_offset = filler + (v_first ? half : 0);
+  pk.base.v_offset = filler + (v_first ? 0 : half);
+  pk.base.f16 = d.f16;
+  pk.base.n_head_kv = d.n_head_kv;
+  pk.base.head_dim = d.head_dim;
+  pk.base.row_stride = d.stride;
+  for (int64_t b = 0; b < n_blocks; ++b)
+    pk.blocks.push_back(pk.pool.data() + static_cast<size_t>(slot[b]) * slot_bytes);
+  const size_t width = static_cast<size_t>(d.n_head_kv * d.head_dim);  // padding stays NaN
+  for (int64_t p = 0; p < d.n_pos; ++p) {
+    uint8_t* row = const_cast<uint8_t*>(pk.blocks[p / block_tokens]) +
+                   static_cast<size_t>(p % block_tokens) * row_bytes;
+    for (int kv = 0; kv < 2; ++kv) {
+      const float* src = (kv == 0 ? d.k.data() : d.v.data()) + p * d.stride;
+      uint8_t* dst = row + (kv == 0 ? pk.base.k_offset : pk.base.v_offset);
+      for (size_t i = 0; i < width; ++i) {
+        if (d.f16) {
+          const uint16_t h = F32ToF16(src[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        } else {
+          std::memcpy(dst + 4 * i, &src[i], 4);
+        }
+      }
+    }
+  }
+  return pk;
 }
 
 // Dense double copy without the padding, [n_pos][n_head_kv][head_dim].
@@ -68,6 +135,22 @@ std::vector<double> Dense(const std::vector<float>& src, int64_t n_pos, int64_t 
   return d;
 }
 
+struct Case {
+  int64_t n_q, n_head, n_head_kv, head_dim, pos0, pad;
+};
+
+// Block sizes: one position, odd, typical, and one block holding all (0).
+constexpr int64_t kBlockSizes[] = {1, 3, 16, 0};
+
+int64_t BlockTokens(int64_t bt, int64_t n_pos) { return bt > 0 ? bt : n_pos + 5; }
+
+std::string Name(const Case& c, bool f16, int64_t bt) {
+  return "f16=" + std::to_string(f16) + " n_q=" + std::to_string(c.n_q) +
+         " n_head=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+         " hd=" + std::to_string(c.head_dim) + " pos0=" + std::to_string(c.pos0) +
+         " block_tokens=" + std::to_string(bt);
+}
+
 TEST(AttentionTest, MatchesFloat64Reference) {
   SimdLevelGuard guard;
   const uint32_t seed = FreshSeed();
@@ -77,26 +160,18 @@ TEST(AttentionTest, MatchesFloat64Reference) {
   for (SimdLevel level : SupportedLevels()) {
     SetSimdLevelForTesting(level);
     SCOPED_TRACE(SimdLevelName(level));
-    struct Case {
-      int64_t n_q, n_head, n_head_kv, head_dim, pos0, pad;
-    };
     for (const Case& c :
          {Case{1, 9, 3, 64, 0, 0}, Case{1, 9, 3, 64, 36, 0}, Case{7, 9, 3, 64, 0, 0},
-          Case{5, 4, 4, 33, 11, 3}, Case{3, 8, 1, 128, 200, 5}, Case{16, 6, 2, 64, 17, 0}}) {
+          Case{5, 4, 4, 33, 11, 3}, Case{3, 8, 1, 128, 200, 5}, Case{16, 6, 2, 64, 17, 0},
+          Case{2, 5, 5, 16, 30, 1}, Case{1, 3, 1, 7, 18, 2}}) {
       for (bool f16 : {false, true}) {
-        SCOPED_TRACE("f16=" + std::to_string(f16) + " n_q=" + std::to_string(c.n_q) +
-                     " n_head=" + std::to_string(c.n_head) + " pos0=" + std::to_string(c.pos0));
         const int64_t n_pos = c.pos0 + c.n_q;
-        Kv kv = MakeKv(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
+        const KvData d = MakeKvData(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
         // Queries large enough that the softmax is far from uniform.
         const std::vector<float> q = RandomVector(rng, c.n_q * c.n_head * c.head_dim, 0.1f, 2.0f);
-        std::vector<float> out(q.size());
-        ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, kv.view, out.data(),
-                              c.n_q > 3 ? &pool : nullptr)
-                        .ok());
         const int64_t width = c.n_head_kv * c.head_dim;
-        const std::vector<double> kd = Dense(kv.k, n_pos, width, kv.view.row_stride);
-        const std::vector<double> vd = Dense(kv.v, n_pos, width, kv.view.row_stride);
+        const std::vector<double> kd = Dense(d.k, n_pos, width, d.stride);
+        const std::vector<double> vd = Dense(d.v, n_pos, width, d.stride);
         // With an f16 cache the contract (as ggml's) rounds q to f16 before
         // q.k: the reference gets that rounded q, so what remains is f32
         // arithmetic plus the f16 rounding of each softmax probability
@@ -110,18 +185,67 @@ TEST(AttentionTest, MatchesFloat64Reference) {
         std::vector<double> ref(q.size()), scale(q.size());
         ref::RefAttention(qd.data(), c.n_q, c.n_head, c.pos0, kd.data(), vd.data(), c.n_head_kv,
                           c.head_dim, ref.data(), scale.data());
-        for (size_t i = 0; i < out.size(); ++i) {
-          ASSERT_NEAR(out[i], ref[i], rel_tol * scale[i] + 1e-7) << "i=" << i;
+        for (int64_t bt : kBlockSizes) {
+          SCOPED_TRACE(Name(c, f16, bt));
+          const PagedKv pk = Page(d, BlockTokens(bt, n_pos), rng);
+          for (bool invariant : {false, true}) {
+            std::vector<float> out(q.size());
+            ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, pk.view(), out.data(),
+                                  c.n_q > 3 ? &pool : nullptr, invariant)
+                            .ok());
+            for (size_t i = 0; i < out.size(); ++i) {
+              ASSERT_NEAR(out[i], ref[i], rel_tol * scale[i] + 1e-7)
+                  << "i=" << i << " batch_invariant=" << invariant;
+            }
+          }
         }
       }
     }
   }
 }
 
-// A prefill of n_q tokens gives the same bits as n_q one-token decodes, with
-// or without threads -- except at the AVX-512 level, which follows llama.cpp
-// in summing a one-token step in another order (there: within the f32
-// tolerance of the float64 test above, and still thread-invariant).
+// Paging changes only addressing: every block size gives the bits of one
+// contiguous block, at every level, for prefill and decode, in both modes.
+TEST(AttentionTest, PagedEqualsContiguousBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(2);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    for (const Case& c : {Case{1, 9, 3, 64, 40, 0}, Case{6, 9, 3, 64, 13, 2},
+                          Case{3, 4, 2, 48, 21, 0}, Case{1, 3, 3, 33, 50, 1}}) {
+      for (bool f16 : {false, true}) {
+        const int64_t n_pos = c.pos0 + c.n_q;
+        const KvData d = MakeKvData(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
+        const std::vector<float> q = RandomVector(rng, c.n_q * c.n_head * c.head_dim, 0.1f, 2.0f);
+        const PagedKv one = Page(d, n_pos, rng);
+        for (bool invariant : {false, true}) {
+          std::vector<float> want(q.size()), got(q.size());
+          ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, one.view(), want.data(), nullptr,
+                                invariant)
+                          .ok());
+          for (int64_t bt : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{16}}) {
+            SCOPED_TRACE(Name(c, f16, bt) + " batch_invariant=" + std::to_string(invariant));
+            const PagedKv pk = Page(d, bt, rng);
+            ASSERT_TRUE(Attention(q.data(), c.n_q, c.n_head, c.pos0, pk.view(), got.data(), &pool,
+                                  invariant)
+                            .ok());
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Default mode: a prefill of n_q tokens gives the same bits as n_q one-token
+// decodes, with or without threads -- except at the AVX-512 level, which
+// follows llama.cpp in summing a one-token step in another order (there:
+// within the f32 tolerance of the float64 test above, and still
+// thread-invariant).
 TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
   SimdLevelGuard guard;
   const uint32_t seed = FreshSeed();
@@ -133,21 +257,23 @@ TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
     SCOPED_TRACE(SimdLevelName(level));
     for (bool f16 : {true, false}) {
       const int64_t n_head = 9, n_head_kv = 3, hd = 64, pos0 = 4, n_q = 6;
-      Kv kv = MakeKv(rng, pos0 + n_q, n_head_kv, hd, f16, f16 ? 0 : 3);
+      const KvData d = MakeKvData(rng, pos0 + n_q, n_head_kv, hd, f16, f16 ? 0 : 3);
+      const PagedKv pk = Page(d, 3, rng);
+      const KvView kv = pk.view();
       const std::vector<float> q = RandomVector(rng, n_q * n_head * hd);
       std::vector<float> all(q.size()), all_mt(q.size()), step(n_head * hd);
-      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all.data(), nullptr).ok());
-      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv.view, all_mt.data(), &pool).ok());
+      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv, all.data(), nullptr).ok());
+      ASSERT_TRUE(Attention(q.data(), n_q, n_head, pos0, kv, all_mt.data(), &pool).ok());
       EXPECT_EQ(0, std::memcmp(all.data(), all_mt.data(), all.size() * sizeof(float)));
       for (int64_t t = 0; t < n_q; ++t) {
         ASSERT_TRUE(
-            Attention(q.data() + t * n_head * hd, 1, n_head, pos0 + t, kv.view, step.data(), &pool)
+            Attention(q.data() + t * n_head * hd, 1, n_head, pos0 + t, kv, step.data(), &pool)
                 .ok());
         if (level == SimdLevel::kAvx512) {
           for (int64_t i = 0; i < n_head * hd; ++i) {
             // f32 ulps in the scores can move an f16-rounded probability by
             // one f16 ulp (<= 2^-10 p): sum_p 2^-10 p |v_p| <= 1.5 * 2^-10
-            // (MakeKv's |v| <= 1.5).
+            // (MakeKvData's |v| <= 1.5).
             ASSERT_NEAR(step[i], all[t * n_head * hd + i], 1.5 * std::ldexp(1.0, -10) + 1e-6)
                 << "t=" << t << " i=" << i;
           }
@@ -161,25 +287,86 @@ TEST(AttentionTest, PrefillEqualsDecodeStepsBitExact) {
   }
 }
 
+// batch_invariant: query t of one n_q = N call has the bits of the one-query
+// call at position pos0 + t, at every level (AVX-512 included), head size,
+// cache type and thread count. Without the flag nothing changes where the
+// default kernels are already invariant (multi-query steps; levels below
+// AVX-512).
+TEST(AttentionTest, BatchInvariantPrefillEqualsDecodeStepsBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(2);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    for (const Case& c : {Case{7, 9, 3, 64, 5, 0}, Case{5, 4, 2, 128, 30, 3},
+                          Case{4, 6, 6, 32, 9, 0}, Case{6, 3, 1, 33, 2, 1}}) {
+      for (bool f16 : {true, false}) {
+        for (int64_t bt : {int64_t{3}, int64_t{0}}) {
+          SCOPED_TRACE(Name(c, f16, bt));
+          const int64_t n_pos = c.pos0 + c.n_q, row = c.n_head * c.head_dim;
+          const KvData d = MakeKvData(rng, n_pos, c.n_head_kv, c.head_dim, f16, c.pad);
+          const PagedKv pk = Page(d, BlockTokens(bt, n_pos), rng);
+          const KvView kv = pk.view();
+          const std::vector<float> q = RandomVector(rng, c.n_q * row, 0.1f, 2.0f);
+          std::vector<float> all(q.size()), dflt(q.size()), step(row), step_dflt(row);
+          ASSERT_TRUE(
+              Attention(q.data(), c.n_q, c.n_head, c.pos0, kv, all.data(), &pool, true).ok());
+          ASSERT_TRUE(
+              Attention(q.data(), c.n_q, c.n_head, c.pos0, kv, dflt.data(), nullptr, false).ok());
+          EXPECT_EQ(0, std::memcmp(all.data(), dflt.data(), all.size() * sizeof(float)));
+          for (int64_t t = 0; t < c.n_q; ++t) {
+            const float* qt = q.data() + t * row;
+            ASSERT_TRUE(
+                Attention(qt, 1, c.n_head, c.pos0 + t, kv, step.data(), nullptr, true).ok());
+            ASSERT_EQ(0, std::memcmp(step.data(), all.data() + t * row, row * sizeof(float)))
+                << "t=" << t;
+            if (level != SimdLevel::kAvx512) {
+              ASSERT_TRUE(Attention(qt, 1, c.n_head, c.pos0 + t, kv, step_dflt.data(), &pool).ok());
+              ASSERT_EQ(0, std::memcmp(step.data(), step_dflt.data(), row * sizeof(float)))
+                  << "t=" << t;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionTest, RejectsBadShapes) {
   float q[64] = {1}, out[64];
   float kvbuf[64] = {1};
+  const uint8_t* blocks[2] = {reinterpret_cast<const uint8_t*>(kvbuf), nullptr};
   KvView kv;
-  kv.k = kvbuf;
-  kv.v = kvbuf;
+  kv.blocks = blocks;
+  kv.block_tokens = 1;
+  kv.k_offset = 0;
+  kv.v_offset = 12 * sizeof(float);
   kv.n_head_kv = 3;
   kv.head_dim = 4;
   kv.row_stride = 12;
+  EXPECT_TRUE(Attention(q, 1, 3, 0, kv, out, nullptr).ok());
   // n_head not a multiple of n_head_kv.
   EXPECT_EQ(ToLlmStatus(Attention(q, 1, 4, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
   kv.row_stride = 8;  // shorter than a position
   EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
   kv.row_stride = 12;
-  kv.k = nullptr;
+  kv.block_tokens = 0;
   EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
-  kv.k = kvbuf;
+  kv.block_tokens = -2;
+  EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
+  kv.block_tokens = 1;
+  kv.blocks = nullptr;
+  EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
+  kv.blocks = blocks;
+  // Position 1 lives in the second block, which is null.
+  EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, 1, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ToLlmStatus(Attention(q, 1, 3, -1, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
-  EXPECT_TRUE(Attention(q, 1, 3, 0, kv, out, nullptr).ok());
+  EXPECT_EQ(ToLlmStatus(Attention(nullptr, 1, 3, 0, kv, out, nullptr)), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Attention(q, 1, 3, 0, kv, out, nullptr, true).ok());
+  EXPECT_TRUE(Attention(q, 0, 3, 5, kv, out, nullptr).ok());  // nothing to do
 }
 
 }  // namespace

@@ -74,14 +74,14 @@ inline __m256 ExpNonPositive(__m256 x) {
 // acc[0..8*N) += w * v[off .. off+8N) for every position, N vectors kept in
 // registers; per element the same FMA chain over p as the generic loop.
 template <int N>
-inline void AccumulateV(const float* scores, int64_t n_kv, const KvView& kv, size_t off0,
+inline void AccumulateV(const float* scores, int64_t n_kv, const attn::KvRows& kv, size_t off,
                         float* acc) {
   __m256 a[N];
   for (int j = 0; j < N; ++j) a[j] = _mm256_loadu_ps(acc + 8 * j);
   for (int64_t p = 0; p < n_kv; ++p) {
-    const size_t off = static_cast<size_t>(p) * kv.row_stride + off0;
     const __m256 w = _mm256_set1_ps(scores[p]);
-    for (int j = 0; j < N; ++j) a[j] = _mm256_fmadd_ps(w, Load8(kv.v, kv.f16, off + 8 * j), a[j]);
+    for (int j = 0; j < N; ++j)
+      a[j] = _mm256_fmadd_ps(w, Load8(kv.v[p], kv.f16, off + 8 * j), a[j]);
   }
   for (int j = 0; j < N; ++j) _mm256_storeu_ps(acc + 8 * j, a[j]);
 }
@@ -97,7 +97,7 @@ inline float RoundF16x1(float x) {
 // Same arithmetic contract as the scalar AttendOne (attention.cpp): with an
 // f16 cache, q and the normalized probabilities are rounded to f16 as
 // ggml-cpu's non-flash attention does.
-void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
                 float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;
   const size_t head_off = static_cast<size_t>(g * hd);
@@ -109,8 +109,7 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
   }
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
-    const float s =
-        Dot(qh, kv.k, kv.f16, static_cast<size_t>(p) * kv.row_stride + head_off, hd) * scale;
+    const float s = Dot(qh, kv.k[p], kv.f16, head_off, hd) * scale;
     scores[p] = s;
     mx = s > mx ? s : mx;
   }
@@ -152,10 +151,8 @@ void AttendAvx2(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, floa
   for (; d + 8 <= hd; d += 8) AccumulateV<1>(scores, n_kv, kv, head_off + d, acc + d);
   for (; d < hd; ++d) {
     __m128 a = _mm_set_ss(acc[d]);
-    for (int64_t q = 0; q < n_kv; ++q) {
-      const size_t off = static_cast<size_t>(q) * kv.row_stride + head_off + d;
-      a = _mm_fmadd_ss(_mm_set_ss(scores[q]), _mm_set_ss(Load1(kv.v, kv.f16, off)), a);
-    }
+    for (int64_t q = 0; q < n_kv; ++q)
+      a = _mm_fmadd_ss(_mm_set_ss(scores[q]), _mm_set_ss(Load1(kv.v[q], kv.f16, head_off + d)), a);
     acc[d] = _mm_cvtss_f32(a);
   }
   if (kv.f16) {  // already normalized

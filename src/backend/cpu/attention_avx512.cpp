@@ -22,7 +22,8 @@
 //         one token: vec_dot, lane class p mod 64 reduced as above.
 // So llama.cpp's own results depend on whether a token was decoded alone or
 // in a batch; this kernel follows it (the caller passes which), and is
-// therefore not prefill/decode invariant, unlike the AVX2 and scalar ones.
+// therefore not prefill/decode invariant, unlike the AVX2 and scalar ones --
+// unless Attention's batch_invariant picks the multi-token variant always.
 // Positions past n_kv (llama.cpp pads the cache view) would only add exact
 // zeros, so they are not needed. The lane-wise reductions are emulated with
 // one register per lane class, so the same bits come out for every d.
@@ -74,7 +75,7 @@ inline __m512 ReduceVecDotClasses(const __m512* a) {
 }
 
 template <bool kDecode>
-void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
                   float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;  // multiple of 16 (checked by the caller)
   const size_t head_off = static_cast<size_t>(g * hd);
@@ -90,20 +91,20 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, fl
   const bool vec_dot_kq = hd % 64 == 0 && (kDecode || !kv.f16);
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
-    const size_t off = static_cast<size_t>(p) * kv.row_stride + head_off;
+    const uint8_t* k_row = kv.k[p];
     float dot;
     if (vec_dot_kq) {
       __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
       for (int64_t d = 0; d < hd; d += 64)
         for (int j = 0; j < 4; ++j)
-          a[j] = _mm512_fmadd_ps(Load16(kv.k, kv.f16, off + d + 16 * j),
+          a[j] = _mm512_fmadd_ps(Load16(k_row, kv.f16, head_off + d + 16 * j),
                                  _mm512_loadu_ps(acc + d + 16 * j), a[j]);
       dot = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
     } else {
       __m512 a = _mm512_setzero_ps();
       for (int64_t d = 0; d < hd; d += 16)
-        a = _mm512_fmadd_ps(Load16(kv.k, kv.f16, off + d), _mm512_loadu_ps(acc + d), a);
+        a = _mm512_fmadd_ps(Load16(k_row, kv.f16, head_off + d), _mm512_loadu_ps(acc + d), a);
       dot = _mm512_reduce_add_ps(a);
     }
     const float s = dot * scale;
@@ -137,10 +138,10 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, fl
     for (int64_t d = 0; d < hd; d += 16) {
       __m512 a[64];
       for (int l = 0; l < 64; ++l) a[l] = _mm512_setzero_ps();
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const size_t off = static_cast<size_t>(p) * kv.row_stride + head_off + d;
-        a[p & 63] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p]), a[p & 63]);
-      }
+      const size_t off = head_off + d;
+      for (int64_t p = 0; p < n_kv; ++p)
+        a[p & 63] =
+            _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a[p & 63]);
       _mm512_storeu_ps(out + d, ReduceVecDotClasses(a));
     }
     return;
@@ -148,17 +149,15 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, fl
   for (int64_t d = 0; d < hd; d += 16) {
     __m512 a[16];
     for (int l = 0; l < 16; ++l) a[l] = _mm512_setzero_ps();
+    const size_t off = head_off + d;
     int64_t p = 0;
     for (; p + 16 <= n_kv; p += 16) {
-      for (int l = 0; l < 16; ++l) {
-        const size_t off = static_cast<size_t>(p + l) * kv.row_stride + head_off + d;
-        a[l] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
-      }
+      for (int l = 0; l < 16; ++l)
+        a[l] =
+            _mm512_fmadd_ps(Load16(kv.v[p + l], kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
     }
-    for (int l = 0; p + l < n_kv; ++l) {
-      const size_t off = static_cast<size_t>(p + l) * kv.row_stride + head_off + d;
-      a[l] = _mm512_fmadd_ps(Load16(kv.v, kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
-    }
+    for (int l = 0; p + l < n_kv; ++l)
+      a[l] = _mm512_fmadd_ps(Load16(kv.v[p + l], kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
     _mm512_storeu_ps(out + d, ReduceLaneClasses(a));
   }
 }

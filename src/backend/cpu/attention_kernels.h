@@ -1,5 +1,6 @@
 // Private to backend/cpu: the per-ISA inner loop of Attention (attention.cpp
-// validates, splits (query, head) pairs over threads and dispatches).
+// validates, resolves the paged KvView into per-position row pointers, splits
+// (query, head) pairs over threads and dispatches).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +10,24 @@
 namespace llm {
 namespace attn {
 
+// The K and V rows of positions 0 .. n_kv-1 of one layer, resolved once per
+// Attention call from the paged KvView (one division-free walk over the
+// blocks), so the kernels address position p with one load instead of a
+// block / row split per element. k[p] / v[p] = kv.k_row(p) / kv.v_row(p):
+// [n_head_kv][head_dim] elements of f16 (uint16_t) or f32.
+struct KvRows {
+  const uint8_t* const* k = nullptr;  // [n_kv]
+  const uint8_t* const* v = nullptr;  // [n_kv]
+  bool f16 = false;
+  int64_t head_dim = 0;
+};
+
 // One (query, head): out[head_dim] = softmax(q . K^T * scale) V over kv
-// positions 0 .. n_kv-1 of kv head g. scores: n_kv floats of scratch.
-// The arithmetic is a fixed sequence given (n_kv, head_dim, level).
-using AttendFn = void (*)(const float* qh, int64_t n_kv, int64_t g, const KvView& kv, float scale,
+// positions 0 .. n_kv-1 of kv head g. scores: n_kv floats of scratch, acc:
+// head_dim floats of scratch.
+// The arithmetic is a fixed sequence given (n_kv, head_dim, level); it does
+// not depend on where the rows live (block size, strides).
+using AttendFn = void (*)(const float* qh, int64_t n_kv, int64_t g, const KvRows& kv, float scale,
                           float* scores, float* acc, float* out);
 
 AttendFn ScalarAttend();
