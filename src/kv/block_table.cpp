@@ -1,0 +1,258 @@
+// KvBlockTable: a session's list of pool blocks, copy-on-write and prefix
+// registration (block_table.h).
+//
+// Invariants:
+//   blocks_.size() * block_tokens_ >= n_positions_ (blocks past the valid
+//   positions may exist: prepared but not yet committed);
+//   block_data_[i] == pool_->Data(blocks_[i]);
+//   full_hashes_.size() <= n_positions_ / block_tokens_, and full_hashes_[i]
+//   is the chained hash of block i's committed tokens (registered in the pool
+//   unless another block already held that key or memory ran out);
+//   full_hashes_.capacity() >= blocks_.size() so Commit never reallocates it.
+#include "kv/block_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "core/half.h"
+#include "core/status.h"
+
+namespace llm {
+
+KvBlockTable::KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx)
+    : pool_(pool), type_(type), n_ctx_(n_ctx), block_tokens_(KvLayout::block_tokens(type)) {}
+
+KvBlockTable::~KvBlockTable() {
+  for (const int32_t b : blocks_) pool_->Release(b);
+}
+
+absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
+  if (begin < 0 || begin > end || begin > n_positions_) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "KV write range [%d, %d) is invalid for a cache holding %d positions", begin, end,
+                  n_positions_);
+  }
+  if (end > n_ctx_) {
+    return Errorf(LLM_ERR_CONTEXT_FULL,
+                  "KV write up to position %d exceeds the session's context of %d positions", end,
+                  n_ctx_);
+  }
+  if (begin == end) return absl::OkStatus();
+  const int64_t first = begin / block_tokens_;
+  const int64_t last = (end - 1) / block_tokens_;  // inclusive
+  const size_t needed = static_cast<size_t>(last + 1);
+  try {
+    // Reserve so that the appends below and Commit's hash pushes never throw.
+    if (blocks_.capacity() < needed) {
+      const size_t cap = std::max(needed, 2 * blocks_.capacity());
+      blocks_.reserve(cap);
+      block_data_.reserve(cap);
+    }
+    if (full_hashes_.capacity() < blocks_.capacity()) full_hashes_.reserve(blocks_.capacity());
+  } catch (const std::bad_alloc&) {
+    return Error(LLM_ERR_OUT_OF_MEMORY, "out of memory growing a KV block table");
+  }
+  // Blocks from `first` on change content: their recorded hashes go (a no-op
+  // for the usual append at begin == n_positions).
+  if (full_hashes_.size() > static_cast<size_t>(first)) full_hashes_.resize(first);
+
+  const size_t bytes = pool_->layout().block_bytes();
+  for (int64_t i = first; i <= last; ++i) {
+    if (static_cast<size_t>(i) >= blocks_.size()) {
+      LLM_ASSIGN_OR_RETURN(const int32_t b, pool_->Allocate());
+      blocks_.push_back(b);  // capacity reserved above
+      block_data_.push_back(pool_->Data(b));
+      continue;
+    }
+    const int32_t old = blocks_[i];
+    if (pool_->RefCount(old) == 1 && pool_->IsRegistered(old)) {
+      // Ours alone but findable by other sessions: its content is about to
+      // change, so it must no longer match its key. Another thread may have
+      // looked it up between the checks, hence the second RefCount below:
+      // once unregistered nobody new can get it, and with refcount 1 only we
+      // hold it.
+      pool_->Unregister(old);
+    }
+    if (pool_->RefCount(old) > 1) {
+      // Shared (a fork or another session's cached prefix): copy it, so the
+      // other holders keep their data (and its registration). The whole
+      // block is copied since the rows before `begin` are valid history.
+      // The copy comes before the release, so a co-holder that sees the
+      // refcount fall to 1 and writes in place does so after we have read.
+      LLM_ASSIGN_OR_RETURN(const int32_t b, pool_->Allocate());
+      uint8_t* dst = pool_->Data(b);
+      std::memcpy(dst, block_data_[i], bytes);
+      blocks_[i] = b;
+      block_data_[i] = dst;
+      pool_->Release(old);
+    }
+  }
+  return absl::OkStatus();
+}
+
+size_t KvBlockTable::row_bytes() const {
+  return static_cast<size_t>(pool_->layout().row_elems()) * KvLayout::elem_bytes(type_);
+}
+
+const uint8_t* KvBlockTable::KRow(int64_t layer, int64_t pos) const {
+  return block_data_[pos / block_tokens_] + pool_->layout().k_offset(type_, layer) +
+         static_cast<size_t>(pos % block_tokens_) * row_bytes();
+}
+
+const uint8_t* KvBlockTable::VRow(int64_t layer, int64_t pos) const {
+  return block_data_[pos / block_tokens_] + pool_->layout().v_offset(type_, layer) +
+         static_cast<size_t>(pos % block_tokens_) * row_bytes();
+}
+
+// block_data_ holds const pointers because View hands them to readers; the
+// storage itself is the pool's writable memory (KvBlockPool::Data), and a
+// prepared position's block is this table's alone.
+uint8_t* KvBlockTable::MutableKRow(int64_t layer, int64_t pos) {
+  return const_cast<uint8_t*>(KRow(layer, pos));
+}
+
+uint8_t* KvBlockTable::MutableVRow(int64_t layer, int64_t pos) {
+  return const_cast<uint8_t*>(VRow(layer, pos));
+}
+
+void KvBlockTable::Store(int64_t layer, int64_t pos, const float* k_row, const float* v_row) {
+  if (pos < 0 || pos / block_tokens_ >= static_cast<int64_t>(blocks_.size())) return;  // unprepared
+  uint8_t* k = MutableKRow(layer, pos);
+  uint8_t* v = MutableVRow(layer, pos);
+  const int64_t n = pool_->layout().row_elems();
+  if (type_ == KvType::kF16) {
+    // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
+    uint16_t* k16 = reinterpret_cast<uint16_t*>(k);
+    uint16_t* v16 = reinterpret_cast<uint16_t*>(v);
+    for (int64_t i = 0; i < n; ++i) {
+      k16[i] = F32ToF16(k_row[i]);
+      v16[i] = F32ToF16(v_row[i]);
+    }
+  } else {
+    std::memcpy(k, k_row, static_cast<size_t>(n) * sizeof(float));
+    std::memcpy(v, v_row, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+KvView KvBlockTable::View(int64_t layer) const {
+  const KvLayout& l = pool_->layout();
+  KvView view;
+  view.blocks = block_data_.data();
+  view.block_tokens = block_tokens_;
+  view.k_offset = l.k_offset(type_, layer);
+  view.v_offset = l.v_offset(type_, layer);
+  view.f16 = type_ == KvType::kF16;
+  view.n_head_kv = l.n_head_kv;
+  view.head_dim = l.head_dim;
+  view.row_stride = static_cast<size_t>(l.row_elems());
+  return view;
+}
+
+void KvBlockTable::Commit(absl::Span<const int32_t> tokens) {
+  // Only positions with blocks can be valid (a caller bug otherwise).
+  const int64_t covered = static_cast<int64_t>(blocks_.size()) * block_tokens_;
+  n_positions_ = std::min<int64_t>(static_cast<int64_t>(tokens.size()), covered);
+  const size_t full = static_cast<size_t>(n_positions_ / block_tokens_);
+  if (full_hashes_.size() > full) full_hashes_.resize(full);
+  while (full_hashes_.size() < full) {
+    const size_t i = full_hashes_.size();
+    BlockKey key;
+    key.prefix_hash = i == 0 ? 0 : full_hashes_[i - 1];
+    key.type = type_;
+    try {
+      key.tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(i) * block_tokens_,
+                        tokens.begin() + static_cast<ptrdiff_t>(i + 1) * block_tokens_);
+    } catch (const std::bad_alloc&) {
+      return;  // registration is best effort; a later Commit continues here
+    }
+    full_hashes_.push_back(key.Hash());  // capacity reserved by PrepareWrite
+    pool_->Register(blocks_[i], std::move(key));
+  }
+}
+
+int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64_t max_positions) {
+  // Block-aligned, with every committed block's hash known (the chain's
+  // prefix for the next key).
+  if (n_positions_ % block_tokens_ != 0 ||
+      full_hashes_.size() != static_cast<size_t>(n_positions_ / block_tokens_)) {
+    return n_positions_;
+  }
+  const int64_t limit = std::min({max_positions, static_cast<int64_t>(history.size()), n_ctx_});
+  bool trimmed = false;
+  while (n_positions_ + block_tokens_ <= limit) {
+    BlockKey key;
+    key.prefix_hash = full_hashes_.empty() ? 0 : full_hashes_.back();
+    key.type = type_;
+    try {
+      key.tokens.assign(history.begin() + n_positions_,
+                        history.begin() + n_positions_ + block_tokens_);
+    } catch (const std::bad_alloc&) {
+      break;
+    }
+    const uint64_t hash = key.Hash();
+    const std::optional<int32_t> hit = pool_->Lookup(key);
+    if (!hit) break;
+    const size_t index = static_cast<size_t>(n_positions_ / block_tokens_);
+    if (!trimmed) {
+      // Blocks past the valid positions (prepared, never committed) hold
+      // nothing of value: drop them, so adopted blocks append in order.
+      for (size_t i = index; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
+      blocks_.resize(index);
+      block_data_.resize(index);
+      trimmed = true;
+    }
+    try {
+      if (blocks_.capacity() <= index) {
+        const size_t cap = std::max(index + 1, 2 * blocks_.capacity());
+        blocks_.reserve(cap);
+        block_data_.reserve(cap);
+      }
+      if (full_hashes_.capacity() < blocks_.capacity()) full_hashes_.reserve(blocks_.capacity());
+    } catch (const std::bad_alloc&) {
+      pool_->Release(*hit);
+      break;
+    }
+    blocks_.push_back(*hit);
+    block_data_.push_back(pool_->Data(*hit));
+    full_hashes_.push_back(hash);
+    n_positions_ += block_tokens_;
+  }
+  return n_positions_;
+}
+
+void KvBlockTable::Truncate(int64_t n) {
+  n = std::clamp<int64_t>(n, 0, n_positions_);
+  const size_t keep = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
+  for (size_t i = keep; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
+  if (blocks_.size() > keep) {
+    blocks_.resize(keep);
+    block_data_.resize(keep);
+  }
+  // A partly kept block loses its hash here; its pool registration stays
+  // until PrepareWrite writes into it (its rows are still those of the key).
+  const size_t full = static_cast<size_t>(n / block_tokens_);
+  if (full_hashes_.size() > full) full_hashes_.resize(full);
+  n_positions_ = n;
+}
+
+std::unique_ptr<KvBlockTable> KvBlockTable::Fork() const {
+  // Copies first (they may throw bad_alloc), retains last, so a failure
+  // leaves no reference behind.
+  auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_);
+  std::vector<int32_t> blocks = blocks_;
+  std::vector<const uint8_t*> data = block_data_;
+  std::vector<uint64_t> hashes;
+  // Capacity for a hash per block, as Commit expects.
+  hashes.reserve(std::max(blocks.size(), full_hashes_.size()));
+  hashes.assign(full_hashes_.begin(), full_hashes_.end());
+  for (const int32_t b : blocks) pool_->Retain(b);
+  child->blocks_ = std::move(blocks);
+  child->block_data_ = std::move(data);
+  child->full_hashes_ = std::move(hashes);
+  child->n_positions_ = n_positions_;
+  return child;
+}
+
+}  // namespace llm
