@@ -75,7 +75,13 @@ LLM_API const char* llm_status_string(llm_status status) {
 
 LLM_API const char* llm_last_error(void) { return llm::api::t_last_error.c_str(); }
 
-LLM_API const char* llm_version(void) { return "0.1.0"; }
+#define LLM_STRINGIFY_(x) #x
+#define LLM_STRINGIFY(x) LLM_STRINGIFY_(x)
+// Built from the header's numbers, so the two cannot drift apart.
+LLM_API const char* llm_version(void) {
+  return LLM_STRINGIFY(LLM_VERSION_MAJOR) "." LLM_STRINGIFY(LLM_VERSION_MINOR) "." LLM_STRINGIFY(
+      LLM_VERSION_PATCH);
+}
 
 LLM_API llm_status llm_set_log_callback(llm_log_fn fn, void* user, int32_t min_level) {
   LLM_API_BEGIN

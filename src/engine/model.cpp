@@ -108,7 +108,7 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
       model->scheduler_ = std::make_unique<Scheduler>(model->executor_.get(), sched);
     } catch (const std::bad_alloc&) {
       return Error(LLM_ERR_OUT_OF_MEMORY,
-                   "cannot create the model's batcher (its worker threads or KV pool)");
+                   "out of memory: cannot create the model's batcher (its worker threads or KV pool)");
     }
   }
   Logf(LLM_LOG_INFO,
