@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -1463,6 +1464,571 @@ TEST_F(AbiRealModel, TruncatedHeaderAndSmallBuffers) {
     EXPECT_EQ(eog, 7);
   }
   llm_model_free(vm);
+}
+
+// ---- 0.2 session functions: async steps, cancel, rewind, fork, save/load,
+// stats (issue 3; saved-session buffers are untrusted input, SECURITY.md) ----
+
+// CRC-32 (zlib's polynomial, reflected) of the saved-session trailer, so that
+// the tests can build buffers that pass the checksum and reach the checks
+// behind it. Our own code: these tests see only the public header.
+uint32_t Crc32(const uint8_t *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+void FixCrc(std::vector<uint8_t> &b) {
+  const uint32_t c = Crc32(b.data(), b.size() - 4);
+  for (int i = 0; i < 4; ++i) b[b.size() - 4 + i] = static_cast<uint8_t>(c >> (8 * i));
+}
+
+void PutU32(std::vector<uint8_t> &b, size_t off, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutU64(std::vector<uint8_t> &b, size_t off, uint64_t v) {
+  for (int i = 0; i < 8; ++i) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// The saved state of `s` (size query, then save).
+std::vector<uint8_t> SaveState(llm_session *s) {
+  size_t size = 0;
+  EXPECT_EQ(llm_session_save(s, nullptr, 0, &size), LLM_ERR_BUFFER_TOO_SMALL);
+  std::vector<uint8_t> buf(size);
+  size_t written = 0;
+  EXPECT_LLM_OK(llm_session_save(s, buf.data(), buf.size(), &written));
+  EXPECT_EQ(written, size);
+  return buf;
+}
+
+TEST(AbiNullArgs, NewSessionFunctionsRejectNullHandles) {
+  const llm_token t = 1;
+  llm_token out = -7;
+  int32_t done = -7;
+  size_t size = 12345;
+  llm_session *child = Sentinel<llm_session>();
+  uint8_t buf[256] = {};
+  EXPECT_FAIL(llm_session_prefill_async(nullptr, &t, 1), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_decode_async(nullptr), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_poll(nullptr, &done, &out), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_wait(nullptr, &out), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_cancel(nullptr), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_rewind(nullptr, 0), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_fork(nullptr, &child), LLM_ERR_INVALID_ARGUMENT, "session", "parent");
+  EXPECT_FAIL(llm_session_save(nullptr, buf, sizeof buf, &size), LLM_ERR_INVALID_ARGUMENT,
+              "session");
+  EXPECT_FAIL(llm_session_load(nullptr, buf, sizeof buf), LLM_ERR_INVALID_ARGUMENT, "session");
+  EXPECT_FAIL(llm_session_set_seed(nullptr, 1), LLM_ERR_INVALID_ARGUMENT, "session");
+  llm_session_stats ss;
+  ASSERT_LLM_OK(llm_session_stats_init(&ss));
+  EXPECT_FAIL(llm_session_get_stats(nullptr, &ss), LLM_ERR_INVALID_ARGUMENT, "session");
+  llm_kv_stats ks;
+  ASSERT_LLM_OK(llm_kv_stats_init(&ks));
+  EXPECT_FAIL(llm_model_kv_stats(nullptr, &ks), LLM_ERR_INVALID_ARGUMENT, "model");
+  llm_batch_stats bs;
+  ASSERT_LLM_OK(llm_batch_stats_init(&bs));
+  EXPECT_FAIL(llm_model_batch_stats(nullptr, &bs), LLM_ERR_INVALID_ARGUMENT, "model");
+  EXPECT_EQ(out, -7);
+  EXPECT_EQ(done, -7);
+  EXPECT_EQ(size, 12345u);
+  EXPECT_EQ(child, Sentinel<llm_session>());
+  // The stats inits refuse NULL and set struct_size.
+  EXPECT_FAIL(llm_kv_stats_init(nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  EXPECT_FAIL(llm_batch_stats_init(nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  EXPECT_FAIL(llm_session_stats_init(nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  EXPECT_EQ(ks.struct_size, sizeof(llm_kv_stats));
+  EXPECT_EQ(bs.struct_size, sizeof(llm_batch_stats));
+  EXPECT_EQ(ss.struct_size, sizeof(llm_session_stats));
+}
+
+TEST_F(AbiTiny, StatsStructSizeAndNullOut) {
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  EXPECT_FAIL(llm_model_kv_stats(model_, nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  EXPECT_FAIL(llm_model_batch_stats(model_, nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  EXPECT_FAIL(llm_session_get_stats(s, nullptr), LLM_ERR_INVALID_ARGUMENT, "stats");
+  for (uint32_t size : BadStructSizes(sizeof(llm_kv_stats))) {
+    SCOPED_TRACE("struct_size = " + std::to_string(size));
+    llm_kv_stats ks;
+    std::memset(&ks, 0xAB, sizeof ks);
+    ks.struct_size = size;
+    EXPECT_FAIL(llm_model_kv_stats(model_, &ks), LLM_ERR_INVALID_ARGUMENT, "struct_size");
+    EXPECT_EQ(ks.budget_bytes, 0xABABABABABABABABull) << "written on failure";
+  }
+  for (uint32_t size : BadStructSizes(sizeof(llm_batch_stats))) {
+    SCOPED_TRACE("struct_size = " + std::to_string(size));
+    llm_batch_stats bs;
+    std::memset(&bs, 0xAB, sizeof bs);
+    bs.struct_size = size;
+    EXPECT_FAIL(llm_model_batch_stats(model_, &bs), LLM_ERR_INVALID_ARGUMENT, "struct_size");
+    EXPECT_EQ(bs.iterations, 0xABABABABABABABABull) << "written on failure";
+  }
+  for (uint32_t size : BadStructSizes(sizeof(llm_session_stats))) {
+    SCOPED_TRACE("struct_size = " + std::to_string(size));
+    llm_session_stats ss;
+    std::memset(&ss, 0xAB, sizeof ss);
+    ss.struct_size = size;
+    EXPECT_FAIL(llm_session_get_stats(s, &ss), LLM_ERR_INVALID_ARGUMENT, "struct_size");
+    EXPECT_EQ(ss.iterations, 0xABABABABABABABABull) << "written on failure";
+  }
+  // Valid calls: consistent numbers.
+  llm_kv_stats ks;
+  ASSERT_LLM_OK(llm_kv_stats_init(&ks));
+  ASSERT_LLM_OK(llm_model_kv_stats(model_, &ks));
+  EXPECT_GT(ks.block_bytes, 0u);
+  EXPECT_LE(ks.blocks_used, ks.blocks_allocated);
+  EXPECT_LE(ks.blocks_allocated, ks.blocks_total);
+  EXPECT_EQ(ks.bytes_per_token_f32, 2 * ks.bytes_per_token_f16);
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, VocabOnlyModelHasNoKvStats) {
+  llm_model_params mp;
+  ASSERT_LLM_OK(llm_model_params_init(&mp));
+  mp.vocab_only = 1;
+  llm_model *vm = nullptr;
+  ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &vm, &mp));
+  llm_kv_stats ks;
+  ASSERT_LLM_OK(llm_kv_stats_init(&ks));
+  EXPECT_FAIL(llm_model_kv_stats(vm, &ks), LLM_ERR_UNSUPPORTED, "vocab");
+  llm_model_free(vm);
+}
+
+TEST_F(AbiTiny, NewSessionFunctionsNullOutParams) {
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  const std::vector<llm_token> p = Prompt(5);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), p.size()));
+  EXPECT_FAIL(llm_session_fork(s, nullptr), LLM_ERR_INVALID_ARGUMENT, "out_child");
+  uint8_t buf[16];
+  EXPECT_FAIL(llm_session_save(s, buf, sizeof buf, nullptr), LLM_ERR_INVALID_ARGUMENT,
+              "size_out");
+  size_t size = 12345;
+  EXPECT_FAIL(llm_session_save(s, nullptr, 100, &size), LLM_ERR_INVALID_ARGUMENT, "buf");
+  EXPECT_FAIL(llm_session_load(s, nullptr, 100), LLM_ERR_INVALID_ARGUMENT, "buf");
+  EXPECT_FAIL(llm_session_load(s, nullptr, 0), LLM_ERR_INVALID_ARGUMENT, "buf");
+  EXPECT_FAIL(llm_session_prefill_async(s, nullptr, 1), LLM_ERR_INVALID_ARGUMENT, "tokens");
+  // poll's done must not be NULL, with and without a step pending.
+  EXPECT_FAIL(llm_session_poll(s, nullptr, nullptr), LLM_ERR_INVALID_ARGUMENT, "done", "step");
+  ASSERT_LLM_OK(llm_session_decode_async(s));
+  EXPECT_FAIL(llm_session_poll(s, nullptr, nullptr), LLM_ERR_INVALID_ARGUMENT, "done");
+  // out_token may be NULL.
+  EXPECT_LLM_OK(llm_session_wait(s, nullptr));
+  EXPECT_EQ(NTokens(s), 6u);
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, PollAndWaitWithNothingSubmitted) {
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  int32_t done = -7;
+  llm_token out = -7;
+  EXPECT_FAIL(llm_session_poll(s, &done, &out), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_FAIL(llm_session_wait(s, &out), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_EQ(out, -7);
+  // A collected step does not count: a second wait has nothing to wait for.
+  const std::vector<llm_token> p = Prompt(3);
+  ASSERT_LLM_OK(llm_session_prefill_async(s, p.data(), p.size()));
+  EXPECT_LLM_OK(llm_session_wait(s, &out));
+  EXPECT_FAIL(llm_session_wait(s, &out), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_FAIL(llm_session_poll(s, &done, &out), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_EQ(NTokens(s), 3u);
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, AsyncSubmitBadArguments) {
+  const int32_t n_ctx = 16;
+  llm_session *s = NewSession(n_ctx);
+  ASSERT_NE(s, nullptr);
+  const std::vector<llm_token> p = Prompt(n_ctx + 1);
+  int32_t done = -7;
+  // decode_async needs logits.
+  EXPECT_FAIL(llm_session_decode_async(s), LLM_ERR_INVALID_ARGUMENT, "logits", "prefill");
+  EXPECT_FAIL(llm_session_prefill_async(s, p.data(), 0), LLM_ERR_INVALID_ARGUMENT, "n");
+  for (llm_token bad : kBadTokens) {
+    SCOPED_TRACE("bad token " + std::to_string(bad));
+    std::vector<llm_token> q = Prompt(4);
+    q[2] = bad;
+    EXPECT_FAIL(llm_session_prefill_async(s, q.data(), q.size()), LLM_ERR_INVALID_ARGUMENT,
+                "token", "id");
+  }
+  EXPECT_FAIL(llm_session_prefill_async(s, p.data(), p.size()), LLM_ERR_CONTEXT_FULL, "n_ctx",
+              "context");
+  EXPECT_FAIL(llm_session_prefill_async(s, p.data(), kSizeMax), LLM_ERR_INVALID_ARGUMENT,
+              "n", "large");
+  // None of them left a step behind.
+  EXPECT_FAIL(llm_session_poll(s, &done, nullptr), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_EQ(NTokens(s), 0u);
+  // Fill the context exactly, asynchronously; then decode_async is CONTEXT_FULL.
+  ASSERT_LLM_OK(llm_session_prefill_async(s, p.data(), n_ctx));
+  ASSERT_LLM_OK(llm_session_wait(s, nullptr));
+  EXPECT_FAIL(llm_session_decode_async(s), LLM_ERR_CONTEXT_FULL, "n_ctx", "context");
+  EXPECT_FAIL(llm_session_prefill_async(s, p.data(), 1), LLM_ERR_CONTEXT_FULL, "n_ctx",
+              "context");
+  EXPECT_FAIL(llm_session_poll(s, &done, nullptr), LLM_ERR_INVALID_ARGUMENT, "step", "submit");
+  EXPECT_EQ(NTokens(s), static_cast<size_t>(n_ctx));
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, RewindPastTheEnd) {
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  EXPECT_LLM_OK(llm_session_rewind(s, 0));  // empty: rewinding to 0 is a no-op
+  EXPECT_FAIL(llm_session_rewind(s, 1), LLM_ERR_INVALID_ARGUMENT, "n_tokens");
+  const std::vector<llm_token> p = Prompt(7);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), p.size()));
+  const std::vector<uint8_t> before = SaveState(s);
+  for (size_t n : {size_t{8}, size_t{9}, size_t{1000}, kSizeMax, kSizeMax - 6}) {
+    SCOPED_TRACE("rewind to " + std::to_string(n));
+    EXPECT_FAIL(llm_session_rewind(s, n), LLM_ERR_INVALID_ARGUMENT, "n_tokens");
+    EXPECT_EQ(NTokens(s), 7u);
+  }
+  EXPECT_EQ(SaveState(s), before) << "a refused rewind changed the session";
+  // Rewind to the current length: the same state (logits recomputed equal).
+  ASSERT_LLM_OK(llm_session_rewind(s, 7));
+  EXPECT_EQ(NTokens(s), 7u);
+  ASSERT_LLM_OK(llm_session_rewind(s, 3));
+  EXPECT_EQ(NTokens(s), 3u);
+  llm_token out = -1;
+  ASSERT_LLM_OK(llm_session_decode(s, &out));
+  EXPECT_GE(out, 0);
+  EXPECT_LT(out, TinyVocab::kVocab);
+  // Rewind to 0: empty, no logits.
+  ASSERT_LLM_OK(llm_session_rewind(s, 0));
+  EXPECT_EQ(NTokens(s), 0u);
+  const float *logits = nullptr;
+  size_t nv = 0;
+  EXPECT_FAIL(llm_session_logits(s, &logits, &nv), LLM_ERR_INVALID_ARGUMENT, "logits",
+              "prefill");
+  EXPECT_FAIL(llm_session_decode(s, &out), LLM_ERR_INVALID_ARGUMENT, "logits", "prefill");
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, ForkOfEmptyAndFullSessions) {
+  llm_session *s = NewSession(8);
+  ASSERT_NE(s, nullptr);
+  llm_session *c = nullptr;
+  ASSERT_LLM_OK(llm_session_fork(s, &c));
+  EXPECT_EQ(NTokens(c), 0u);
+  llm_token out = -7;
+  EXPECT_FAIL(llm_session_decode(c, &out), LLM_ERR_INVALID_ARGUMENT, "logits", "prefill");
+  llm_session_free(c);
+  const std::vector<llm_token> p = Prompt(8);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), 8));
+  ASSERT_LLM_OK(llm_session_fork(s, &c));
+  EXPECT_EQ(NTokens(c), 8u);
+  // The child inherits n_ctx: full.
+  EXPECT_FAIL(llm_session_decode(c, &out), LLM_ERR_CONTEXT_FULL, "n_ctx", "context");
+  llm_session_free(s);
+  // The child outlives its parent.
+  ASSERT_LLM_OK(llm_session_rewind(c, 4));
+  ASSERT_LLM_OK(llm_session_decode(c, &out));
+  EXPECT_EQ(NTokens(c), 5u);
+  llm_session_free(c);
+}
+
+TEST_F(AbiTiny, SaveCapacityTooSmall) {
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  size_t size = 0;
+  EXPECT_FAIL(llm_session_save(s, nullptr, 0, &size), LLM_ERR_BUFFER_TOO_SMALL, "bytes",
+              "capacity");
+  EXPECT_EQ(size, 140u) << "an empty session is 140 bytes (docs/SESSION_FORMAT.md)";
+  const std::vector<llm_token> p = Prompt(9);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), p.size()));
+  ASSERT_EQ(llm_session_save(s, nullptr, 0, &size), LLM_ERR_BUFFER_TOO_SMALL);
+  const size_t row = size_t{llm_abi_test::kTinyHeadsKv} * llm_abi_test::kTinyHeadDim * 2;
+  // 136 + 4n + 4V + 2·L·n·R + 4 with R = H·D·2 (F16).
+  EXPECT_EQ(size, 136 + 4 * 9 + 4 * size_t{TinyVocab::kVocab} +
+                      2 * size_t{llm_abi_test::kTinyLayers} * 9 * row + 4);
+  std::vector<uint8_t> buf(size + 16, 0xCD);
+  for (size_t cap : {size_t{1}, size_t{139}, size_t{140}, size - 1}) {
+    SCOPED_TRACE("capacity " + std::to_string(cap));
+    size_t got = 0;
+    EXPECT_FAIL(llm_session_save(s, buf.data(), cap, &got), LLM_ERR_BUFFER_TOO_SMALL, "bytes",
+                "capacity");
+    EXPECT_EQ(got, size);
+  }
+  for (uint8_t b : buf) ASSERT_EQ(b, 0xCD) << "a refused save wrote into the buffer";
+  size_t got = 0;
+  ASSERT_LLM_OK(llm_session_save(s, buf.data(), buf.size(), &got));
+  EXPECT_EQ(got, size);
+  EXPECT_EQ(buf[size], 0xCD) << "wrote past the saved size";
+  EXPECT_EQ(std::memcmp(buf.data(), "LLMSESS\0", 8), 0);
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, LoadGarbageLeavesTheSessionUnchanged) {
+  llm_session *src = NewSession(32);
+  ASSERT_NE(src, nullptr);
+  const std::vector<llm_token> p = Prompt(4);
+  ASSERT_LLM_OK(llm_session_prefill(src, p.data(), p.size()));
+  const std::vector<uint8_t> good = SaveState(src);
+  llm_session_free(src);
+
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  const std::vector<llm_token> q = Prompt(6);
+  ASSERT_LLM_OK(llm_session_prefill(s, q.data() + 1, 5));
+  const std::vector<uint8_t> before = SaveState(s);
+  auto unchanged = [&](const std::string &what) {
+    EXPECT_EQ(NTokens(s), 5u) << what;
+    EXPECT_TRUE(SaveState(s) == before) << what << ": a refused load changed the session";
+  };
+
+  // Random garbage of odd sizes, with and without the magic.
+  std::mt19937 rng(20261130);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{139}, size_t{140},
+                   size_t{141}, size_t{1001}, good.size()}) {
+    std::vector<uint8_t> g(n);
+    for (uint8_t &b : g) b = static_cast<uint8_t>(rng());
+    EXPECT_FAIL(llm_session_load(s, n == 0 ? good.data() : g.data(), n),
+                LLM_ERR_INVALID_ARGUMENT, "session buffer", "corrupt");
+    if (n >= 8) {
+      std::memcpy(g.data(), "LLMSESS\0", 8);
+      // Magic and a random version: a "newer format" (UNSUPPORTED) or corrupt.
+      const llm_status st = llm_session_load(s, g.data(), n);
+      EXPECT_TRUE(st == LLM_ERR_INVALID_ARGUMENT || st == LLM_ERR_UNSUPPORTED)
+          << n << " bytes: " << StatusName(st) << ": " << llm_last_error();
+      if (n >= 12) {
+        PutU32(g, 8, 1);  // magic and version 1: corrupt
+        EXPECT_FAIL(llm_session_load(s, g.data(), n), LLM_ERR_INVALID_ARGUMENT, "corrupt");
+      }
+    }
+  }
+  unchanged("garbage");
+
+  // Every truncation and a few extensions.
+  for (size_t n = 0; n < good.size(); ++n) {
+    const llm_status st = llm_session_load(s, good.data(), n);
+    ASSERT_EQ(st, LLM_ERR_INVALID_ARGUMENT) << "truncated to " << n << ": " << llm_last_error();
+  }
+  for (size_t extra : {size_t{1}, size_t{4}, size_t{4096}}) {
+    std::vector<uint8_t> longer = good;
+    longer.resize(good.size() + extra, 0);
+    EXPECT_FAIL(llm_session_load(s, longer.data(), longer.size()), LLM_ERR_INVALID_ARGUMENT,
+                "trailing", "size", "corrupt");
+  }
+  unchanged("truncated");
+
+  // Every single-byte corruption is caught (CRC-32 catches all of them).
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::vector<uint8_t> bad = good;
+    bad[i] ^= static_cast<uint8_t>(1 + rng() % 255);
+    const llm_status st = llm_session_load(s, bad.data(), bad.size());
+    ASSERT_TRUE(st == LLM_ERR_INVALID_ARGUMENT || st == LLM_ERR_UNSUPPORTED)
+        << "byte " << i << " corrupted: " << StatusName(st) << ": " << llm_last_error();
+  }
+  unchanged("corrupted");
+
+  // The good buffer still loads, and replaces the history.
+  ASSERT_LLM_OK(llm_session_load(s, good.data(), good.size()));
+  EXPECT_EQ(NTokens(s), 4u);
+  llm_session_free(s);
+}
+
+// Buffers that pass the checksum but lie in a field: each refused with its
+// status, the session unchanged.
+TEST_F(AbiTiny, LoadCraftedFieldsWithValidChecksum) {
+  llm_session *src = NewSession(32);
+  ASSERT_NE(src, nullptr);
+  const std::vector<llm_token> p = Prompt(3);
+  ASSERT_LLM_OK(llm_session_prefill(src, p.data(), p.size()));
+  const std::vector<uint8_t> good = SaveState(src);
+  llm_session_free(src);
+  llm_session *s = NewSession(32);
+  ASSERT_NE(s, nullptr);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), 1));
+  const std::vector<uint8_t> before = SaveState(s);
+
+  struct Case {
+    const char *what;
+    size_t off;
+    int width;  // 4 or 8
+    uint64_t value;
+    llm_status want;
+  };
+  const size_t n = 3, V = TinyVocab::kVocab;
+  const Case cases[] = {
+      {"version 0", 8, 4, 0, LLM_ERR_INVALID_ARGUMENT},
+      {"version 2", 8, 4, 2, LLM_ERR_UNSUPPORTED},
+      {"version max", 8, 4, 0xFFFFFFFFu, LLM_ERR_UNSUPPORTED},
+      {"kv type 7", 12, 4, 7, LLM_ERR_INVALID_ARGUMENT},
+      {"kv type F32", 12, 4, 1, LLM_ERR_INVALID_ARGUMENT},
+      {"size field", 16, 8, good.size() + 1, LLM_ERR_INVALID_ARGUMENT},
+      {"size field huge", 16, 8, ~uint64_t{0}, LLM_ERR_INVALID_ARGUMENT},
+      {"fingerprint", 24, 8, 0x1234, LLM_ERR_INVALID_ARGUMENT},
+      {"n_layer", 32, 4, 3, LLM_ERR_INVALID_ARGUMENT},
+      {"n_head_kv", 36, 4, 2, LLM_ERR_INVALID_ARGUMENT},
+      {"head_dim", 40, 4, 32, LLM_ERR_INVALID_ARGUMENT},
+      {"flags bit 1", 44, 4, 3, LLM_ERR_INVALID_ARGUMENT},
+      {"no-logits flag with logits", 44, 4, 0, LLM_ERR_INVALID_ARGUMENT},
+      {"n_tokens + 1", 48, 8, n + 1, LLM_ERR_INVALID_ARGUMENT},
+      {"n_tokens huge", 48, 8, uint64_t{1} << 62, LLM_ERR_CONTEXT_FULL},
+      {"n_tokens past n_ctx", 48, 8, 33, LLM_ERR_CONTEXT_FULL},
+      {"n_logits V-1", 56, 8, V - 1, LLM_ERR_INVALID_ARGUMENT},
+      {"n_logits huge", 56, 8, ~uint64_t{0}, LLM_ERR_INVALID_ARGUMENT},
+      {"rng all zero 0", 72, 8, 0, LLM_ERR_INVALID_ARGUMENT},  // with the 3 below
+      {"temperature NaN", 104, 4, 0x7FC00000u, LLM_ERR_INVALID_ARGUMENT},
+      {"top_p -1", 112, 4, 0xBF800000u, LLM_ERR_INVALID_ARGUMENT},
+      {"penalty_last_n -5", 132, 4, 0xFFFFFFFBu, LLM_ERR_INVALID_ARGUMENT},
+      {"token -1", 136, 4, 0xFFFFFFFFu, LLM_ERR_INVALID_ARGUMENT},
+      {"token n_vocab", 136 + 4, 4, V, LLM_ERR_INVALID_ARGUMENT},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<uint8_t> b = good;
+    if (c.width == 4) {
+      PutU32(b, c.off, static_cast<uint32_t>(c.value));
+    } else {
+      PutU64(b, c.off, c.value);
+    }
+    if (std::string(c.what) == "rng all zero 0") {
+      for (size_t k = 0; k < 4; ++k) PutU64(b, 72 + 8 * k, 0);
+    }
+    FixCrc(b);
+    const llm_status st = llm_session_load(s, b.data(), b.size());
+    const std::string msg = llm_last_error();
+    EXPECT_EQ(st, c.want) << StatusName(st) << ": " << msg;
+    EXPECT_FALSE(msg.empty());
+    EXPECT_TRUE(SaveState(s) == before) << "a refused load changed the session";
+  }
+  // The CRC fix-up itself is right: the unmodified buffer re-checksummed loads.
+  std::vector<uint8_t> b = good;
+  FixCrc(b);
+  EXPECT_TRUE(b == good);
+  ASSERT_LLM_OK(llm_session_load(s, b.data(), b.size()));
+  EXPECT_EQ(NTokens(s), 3u);
+  llm_session_free(s);
+}
+
+TEST_F(AbiTiny, LoadFromAnotherModelOrKvTypeOrSmallerContext) {
+  // Another model: the committed tiny Q8_0 file (different weights and layout).
+  const std::string other_path = llm_abi_test::TinyModelPath("Q8_0");
+  llm_session *s = NewSession(16);
+  ASSERT_NE(s, nullptr);
+  const std::vector<llm_token> p = Prompt(10);
+  ASSERT_LLM_OK(llm_session_prefill(s, p.data(), 2));
+  const std::vector<uint8_t> before = SaveState(s);
+  if (llm_abi_test::FileExists(other_path)) {
+    llm_model *other = nullptr;
+    ASSERT_LLM_OK(llm_model_load(other_path.c_str(), nullptr, &other));
+    llm_session_params sp;
+    ASSERT_LLM_OK(llm_session_params_init(&sp));
+    sp.n_ctx = 16;
+    llm_session *os = nullptr;
+    ASSERT_LLM_OK(llm_session_create(other, &sp, &os));
+    const llm_token t[3] = {1, 2, 3};
+    ASSERT_LLM_OK(llm_session_prefill(os, t, 3));
+    const std::vector<uint8_t> foreign = SaveState(os);
+    EXPECT_FAIL(llm_session_load(s, foreign.data(), foreign.size()), LLM_ERR_INVALID_ARGUMENT,
+                "another model", "model");
+    EXPECT_TRUE(SaveState(s) == before);
+    // And the other way round.
+    EXPECT_FAIL(llm_session_load(os, before.data(), before.size()), LLM_ERR_INVALID_ARGUMENT,
+                "model");
+    llm_session_free(os);
+    llm_model_free(other);
+  }
+  // Another KV type.
+  llm_session_params sp;
+  ASSERT_LLM_OK(llm_session_params_init(&sp));
+  sp.n_ctx = 16;
+  sp.kv_type = LLM_KV_F32;
+  llm_session *f32 = nullptr;
+  ASSERT_LLM_OK(llm_session_create(model_, &sp, &f32));
+  EXPECT_FAIL(llm_session_load(f32, before.data(), before.size()), LLM_ERR_INVALID_ARGUMENT,
+              "F16", "kv");
+  ASSERT_LLM_OK(llm_session_prefill(f32, p.data(), 3));
+  const std::vector<uint8_t> f32_state = SaveState(f32);
+  EXPECT_FAIL(llm_session_load(s, f32_state.data(), f32_state.size()), LLM_ERR_INVALID_ARGUMENT,
+              "F32", "kv");
+  EXPECT_TRUE(SaveState(s) == before);
+  // A history longer than the loading session's n_ctx.
+  llm_session *big = NewSession(32);
+  ASSERT_NE(big, nullptr);
+  ASSERT_LLM_OK(llm_session_prefill(big, p.data(), 10));
+  const std::vector<uint8_t> ten = SaveState(big);
+  llm_session *small = NewSession(8);
+  ASSERT_NE(small, nullptr);
+  EXPECT_FAIL(llm_session_load(small, ten.data(), ten.size()), LLM_ERR_CONTEXT_FULL, "n_ctx",
+              "context");
+  EXPECT_EQ(NTokens(small), 0u);
+  ASSERT_LLM_OK(llm_session_load(s, ten.data(), ten.size()));  // n_ctx 16 fits 10
+  EXPECT_EQ(NTokens(s), 10u);
+  llm_session_free(small);
+  llm_session_free(big);
+  llm_session_free(f32);
+  llm_session_free(s);
+}
+
+// The KV budget is a limit: a step or a load that needs more blocks than the
+// pool has fails with KV_FULL, and the session stays as it was.
+TEST(AbiKvBudget, PrefillAndLoadPastTheBudgetAreKvFull) {
+  llm_model *probe = nullptr;
+  ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &probe));
+  llm_kv_stats ks;
+  ASSERT_LLM_OK(llm_kv_stats_init(&ks));
+  ASSERT_LLM_OK(llm_model_kv_stats(probe, &ks));
+  llm_model_free(probe);
+  ASSERT_GT(ks.block_tokens, 0u);
+  // Room for 2 blocks (block_tokens F16 positions each).
+  llm_model_params mp;
+  ASSERT_LLM_OK(llm_model_params_init(&mp));
+  mp.kv_budget_bytes = 2 * (ks.block_bytes + ks.block_overhead_bytes);
+  llm_model *m = nullptr;
+  ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &m, &mp));
+  ASSERT_LLM_OK(llm_model_kv_stats(m, &ks));
+  ASSERT_EQ(ks.blocks_total, 2u) << "budget " << ks.budget_bytes;
+  const size_t bt = ks.block_tokens;
+  llm_session_params sp;
+  ASSERT_LLM_OK(llm_session_params_init(&sp));
+  sp.n_ctx = static_cast<int32_t>(4 * bt);
+  sp.sampler.temperature = 0;
+  llm_session *a = nullptr, *b = nullptr;
+  ASSERT_LLM_OK(llm_session_create(m, &sp, &a));
+  ASSERT_LLM_OK(llm_session_create(m, &sp, &b));
+  std::vector<llm_token> p(3 * bt);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = TinyVocab::kFirstByte + 97 + static_cast<int>(i % 26);
+  // Three blocks' worth: refused (at the latest when the third block is needed).
+  EXPECT_FAIL(llm_session_prefill(a, p.data(), p.size()), LLM_ERR_KV_FULL, "kv", "block",
+              "budget");
+  size_t n = 0;
+  ASSERT_LLM_OK(llm_session_n_tokens(a, &n));
+  EXPECT_LE(n, 2 * bt) << "more tokens than the pool holds";
+  ASSERT_LLM_OK(llm_session_rewind(a, 0));
+  // a holds 2 blocks; b cannot get one (prefill and async prefill).
+  ASSERT_LLM_OK(llm_session_prefill(a, p.data(), 2 * bt));
+  EXPECT_FAIL(llm_session_prefill(b, p.data(), 1), LLM_ERR_KV_FULL, "kv", "block", "budget");
+  const llm_status st = llm_session_prefill_async(b, p.data(), 1);
+  if (st == LLM_OK) {
+    EXPECT_FAIL(llm_session_wait(b, nullptr), LLM_ERR_KV_FULL, "kv", "block", "budget");
+  } else {
+    EXPECT_EQ(st, LLM_ERR_KV_FULL) << llm_last_error();
+  }
+  ASSERT_LLM_OK(llm_session_n_tokens(b, &n));
+  EXPECT_EQ(n, 0u);
+  // A load into b needs blocks too: KV_FULL, b unchanged.
+  ASSERT_LLM_OK(llm_session_rewind(a, bt));  // a now holds 1 block
+  size_t size = 0;
+  ASSERT_EQ(llm_session_save(a, nullptr, 0, &size), LLM_ERR_BUFFER_TOO_SMALL);
+  ASSERT_LLM_OK(llm_session_prefill(a, p.data(), bt));  // 2 blocks again
+  std::vector<uint8_t> two(0);
+  ASSERT_EQ(llm_session_save(a, nullptr, 0, &size), LLM_ERR_BUFFER_TOO_SMALL);
+  two.resize(size);
+  ASSERT_LLM_OK(llm_session_save(a, two.data(), two.size(), &size));
+  EXPECT_FAIL(llm_session_load(b, two.data(), two.size()), LLM_ERR_KV_FULL, "kv", "block",
+              "budget");
+  ASSERT_LLM_OK(llm_session_n_tokens(b, &n));
+  EXPECT_EQ(n, 0u);
+  // Freeing a makes room.
+  llm_session_free(a);
+  EXPECT_LLM_OK(llm_session_load(b, two.data(), two.size()));
+  llm_session_free(b);
+  llm_model_free(m);
 }
 
 }  // namespace

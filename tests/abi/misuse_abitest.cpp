@@ -459,4 +459,402 @@ TEST_F(MisuseTest, ConcurrentCallsOnOneSessionAreBusyOrOk) {
   llm_session_free(s);
 }
 
+// ---- 0.2: async steps, cancel, rewind, fork, save/load, stats ---------------
+
+// Every 0.2 session function refuses a handle that is not a live session.
+void ExpectNewSessionCallsRefused(llm_session* s) {
+  const llm_token t = 1;
+  llm_token out = -7;
+  int32_t done = -7;
+  size_t size = 12345;
+  uint8_t buf[200] = {};
+  llm_session* child = nullptr;
+  llm_session_stats ss;
+  llm_session_stats_init(&ss);
+  EXPECT_EQ(llm_session_prefill_async(s, &t, 1), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(llm_last_error(), "not a live session handle")) << llm_last_error();
+  EXPECT_EQ(llm_session_decode_async(s), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_poll(s, &done, &out), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_wait(s, &out), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_cancel(s), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(llm_last_error(), "not a live session handle")) << llm_last_error();
+  EXPECT_EQ(llm_session_rewind(s, 0), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_fork(s, &child), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_save(s, buf, sizeof buf, &size), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_load(s, buf, sizeof buf), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_set_seed(s, 7), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(llm_session_get_stats(s, &ss), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(llm_last_error(), "not a live session handle")) << llm_last_error();
+  EXPECT_EQ(out, -7);
+  EXPECT_EQ(done, -7);
+  EXPECT_EQ(size, 12345u);
+  EXPECT_EQ(child, nullptr);
+}
+
+void ExpectModelStatsRefused(llm_model* m) {
+  llm_kv_stats ks;
+  llm_kv_stats_init(&ks);
+  llm_batch_stats bs;
+  llm_batch_stats_init(&bs);
+  EXPECT_EQ(llm_model_kv_stats(m, &ks), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(llm_last_error(), "not a live model handle")) << llm_last_error();
+  EXPECT_EQ(llm_model_batch_stats(m, &bs), LLM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(llm_last_error(), "not a live model handle")) << llm_last_error();
+}
+
+TEST_F(MisuseTest, NewSessionFunctionsRefuseStaleForeignAndWrongKindHandles) {
+  llm_session* s = NewSession();
+  ASSERT_EQ(llm_session_prefill(s, prompt_, 3), LLM_OK);
+  llm_session_free(s);
+  ExpectNewSessionCallsRefused(s);
+  llm_model* m = nullptr;
+  ASSERT_EQ(llm_model_load(TinyPath().c_str(), nullptr, &m), LLM_OK);
+  llm_model_free(m);
+  ExpectModelStatsRefused(m);
+  void* heap = std::malloc(64);
+  ASSERT_NE(heap, nullptr);
+  const uintptr_t freed = reinterpret_cast<uintptr_t>(heap);
+  std::free(heap);
+  for (uintptr_t v : {freed, uintptr_t{1}, uintptr_t{0x10004}, UINTPTR_MAX}) {
+    ExpectNewSessionCallsRefused(reinterpret_cast<llm_session*>(v));
+    ExpectModelStatsRefused(reinterpret_cast<llm_model*>(v));
+  }
+  // Wrong kind: the model as a session and a live session as a model.
+  llm_session* live = NewSession();
+  ExpectNewSessionCallsRefused(reinterpret_cast<llm_session*>(model_));
+  ExpectModelStatsRefused(reinterpret_cast<llm_model*>(live));
+  // The parent of a fork must be live; a fork's handle is a new id.
+  llm_session* child = nullptr;
+  ASSERT_EQ(llm_session_fork(live, &child), LLM_OK) << llm_last_error();
+  EXPECT_NE(child, live);
+  EXPECT_NE(child, s);
+  llm_session_free(child);
+  ExpectNewSessionCallsRefused(child);
+  llm_session_free(live);
+}
+
+// While a non-blocking step is pending, every call on the session but
+// poll / wait / cancel / get_stats / free is BUSY and changes nothing.
+TEST_F(MisuseTest, EveryCallIsBusyWhileAnAsyncStepIsPending) {
+  llm_session* s = NewSession(128);
+  ASSERT_EQ(llm_session_prefill(s, prompt_, 3), LLM_OK);
+  std::vector<llm_token> longp(100);
+  for (size_t i = 0; i < longp.size(); ++i) longp[i] = static_cast<llm_token>(3 + i % 200);
+  for (int kind = 0; kind < 2; ++kind) {
+    SCOPED_TRACE(kind == 0 ? "prefill_async" : "decode_async");
+    if (kind == 0) {
+      ASSERT_EQ(llm_session_prefill_async(s, longp.data(), longp.size()), LLM_OK)
+          << llm_last_error();
+    } else {
+      ASSERT_EQ(llm_session_decode_async(s), LLM_OK) << llm_last_error();
+    }
+    const llm_token t = 1;
+    llm_token out = -7;
+    size_t n = 12345;
+    const float* logits = nullptr;
+    llm_sampler_params sp;
+    llm_sampler_params_init(&sp);
+    llm_generate_params gp;
+    llm_generate_params_init(&gp);
+    llm_session* child = nullptr;
+    std::vector<uint8_t> buf(1 << 20);
+    size_t size = 12345;
+    std::vector<std::pair<const char*, llm_status>> got = {
+        {"prefill", llm_session_prefill(s, &t, 1)},
+        {"decode", llm_session_decode(s, &out)},
+        {"logits", llm_session_logits(s, &logits, &n)},
+        {"n_tokens", llm_session_n_tokens(s, &n)},
+        {"set_sampler", llm_session_set_sampler(s, &sp)},
+        {"reset", llm_session_reset(s)},
+        {"set_seed", llm_session_set_seed(s, 9)},
+        {"generate", llm_generate(s, &t, 1, &gp, nullptr)},
+        {"prefill_async", llm_session_prefill_async(s, &t, 1)},
+        {"decode_async", llm_session_decode_async(s)},
+        {"rewind", llm_session_rewind(s, 1)},
+        {"fork", llm_session_fork(s, &child)},
+        {"save", llm_session_save(s, buf.data(), buf.size(), &size)},
+        {"load", llm_session_load(s, buf.data(), 140)},
+    };
+    for (const auto& [what, st] : got) {
+      EXPECT_EQ(st, LLM_ERR_BUSY) << what << ": " << llm_status_string(st);
+    }
+    EXPECT_EQ(out, -7);
+    EXPECT_EQ(n, 12345u);
+    EXPECT_EQ(child, nullptr);
+    EXPECT_EQ(size, 12345u);
+    // The allowed ones.
+    llm_session_stats ss;
+    llm_session_stats_init(&ss);
+    EXPECT_EQ(llm_session_get_stats(s, &ss), LLM_OK) << llm_last_error();
+    int32_t done = -1;
+    EXPECT_EQ(llm_session_poll(s, &done, &out), LLM_OK) << llm_last_error();
+    EXPECT_TRUE(done == 0 || done == 1);
+    if (done == 0) {
+      EXPECT_EQ(llm_session_wait(s, &out), LLM_OK) << llm_last_error();
+    }
+    // Collected: the session is free again and has every token.
+    size_t have = 0;
+    ASSERT_EQ(llm_session_n_tokens(s, &have), LLM_OK) << llm_last_error();
+    EXPECT_EQ(have, kind == 0 ? 103u : 104u);
+    if (kind == 1) {
+      EXPECT_GE(out, 0);
+    }
+  }
+  llm_session_free(s);
+}
+
+TEST_F(MisuseTest, FreeWithAStepPendingCancelsIt) {
+  for (int round = 0; round < 3; ++round) {
+    llm_session* s = NewSession(256);
+    std::vector<llm_token> p(200);
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<llm_token>(3 + (i * 7) % 300);
+    ASSERT_EQ(llm_session_prefill_async(s, p.data(), p.size()), LLM_OK) << llm_last_error();
+    if (round == 1) {
+      int32_t done = 0;
+      (void)llm_session_poll(s, &done, nullptr);
+    }
+    llm_session_free(s);  // pending (round 2: freed model too, below)
+    int32_t done = 0;
+    EXPECT_EQ(llm_session_poll(s, &done, nullptr), LLM_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(llm_session_wait(s, nullptr), LLM_ERR_INVALID_ARGUMENT);
+  }
+  // The model's batcher still serves other sessions.
+  llm_session* s = NewSession();
+  ASSERT_EQ(llm_session_prefill(s, prompt_, 3), LLM_OK) << llm_last_error();
+  // Last reference to the model held by a session with a pending step.
+  llm_model* m = nullptr;
+  ASSERT_EQ(llm_model_load(TinyPath().c_str(), nullptr, &m), LLM_OK);
+  llm_session* t = nullptr;
+  ASSERT_EQ(llm_session_create(m, nullptr, &t), LLM_OK);
+  llm_model_free(m);
+  ASSERT_EQ(llm_session_prefill_async(t, prompt_, 3), LLM_OK) << llm_last_error();
+  llm_session_free(t);  // joins that model's scheduler thread
+  llm_token out = 0;
+  EXPECT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
+  llm_session_free(s);
+}
+
+int32_t HoldInCallback(const char*, size_t, void* user) {
+  auto* b = static_cast<Blocker*>(user);
+  b->in_callback.store(true);
+  while (!b->release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return 0;  // go on (unlike BlockInCallback)
+}
+
+// A generation held inside its first on_piece callback on thread T (so the
+// call is certainly in progress): from the main thread every 0.2 call but
+// cancel / get_stats is BUSY; cancel makes the generation end CANCELLED and the
+// session stays usable.
+TEST_F(MisuseTest, CancelFromAnotherThreadDuringABlockingCall) {
+  llm_session* s = NewSession(128);
+  Blocker b;
+  llm_status gen_status = -1;
+  std::thread th([&] {
+    llm_generate_params gp;
+    llm_generate_params_init(&gp);
+    gp.max_tokens = 32;
+    gp.on_piece = HoldInCallback;
+    gp.user = &b;
+    gen_status = llm_generate(s, prompt_, 3, &gp, nullptr);
+    b.in_callback.store(true);
+  });
+  while (!b.in_callback.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool held = !b.release.load();
+  const llm_token t = 1;
+  llm_token out = -7;
+  int32_t done = -7;
+  llm_session* child = nullptr;
+  uint8_t buf[256] = {};
+  size_t size = 12345;
+  std::vector<std::pair<const char*, llm_status>> got = {
+      {"prefill_async", llm_session_prefill_async(s, &t, 1)},
+      {"decode_async", llm_session_decode_async(s)},
+      {"poll", llm_session_poll(s, &done, &out)},
+      {"wait", llm_session_wait(s, &out)},
+      {"rewind", llm_session_rewind(s, 1)},
+      {"fork", llm_session_fork(s, &child)},
+      {"save", llm_session_save(s, buf, sizeof buf, &size)},
+      {"load", llm_session_load(s, buf, sizeof buf)},
+      {"set_seed", llm_session_set_seed(s, 3)},
+  };
+  llm_session_stats ss;
+  llm_session_stats_init(&ss);
+  const llm_status stats = llm_session_get_stats(s, &ss);
+  const llm_status cancel = llm_session_cancel(s);
+  b.release.store(true);
+  th.join();
+  EXPECT_EQ(stats, LLM_OK);
+  EXPECT_EQ(cancel, LLM_OK);
+  if (held) {
+    for (const auto& [what, st] : got) {
+      EXPECT_EQ(st, LLM_ERR_BUSY) << what << ": " << llm_status_string(st);
+    }
+    EXPECT_EQ(child, nullptr);
+    EXPECT_EQ(size, 12345u);
+    EXPECT_EQ(done, -7);
+    // The cancel came while the generation was in progress: it ends CANCELLED.
+    EXPECT_EQ(gen_status, LLM_ERR_CANCELLED) << llm_status_string(gen_status);
+  }
+  // Usable afterwards; the cancel does not stick to the next call.
+  size_t n = 0;
+  ASSERT_EQ(llm_session_n_tokens(s, &n), LLM_OK);
+  EXPECT_GE(n, 3u);
+  EXPECT_EQ(llm_session_prefill(s, &t, 1), LLM_OK) << llm_last_error();
+  EXPECT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
+  llm_session_free(s);
+}
+
+TEST_F(MisuseTest, CancelWithNothingInProgressIsANoOp) {
+  llm_session* s = NewSession();
+  EXPECT_EQ(llm_session_cancel(s), LLM_OK);
+  EXPECT_EQ(llm_session_cancel(s), LLM_OK);
+  ASSERT_EQ(llm_session_prefill(s, prompt_, 3), LLM_OK) << llm_last_error();
+  llm_token out = -1;
+  EXPECT_EQ(llm_session_cancel(s), LLM_OK);
+  EXPECT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
+  EXPECT_EQ(llm_session_cancel(s), LLM_OK);
+  ASSERT_EQ(llm_session_decode_async(s), LLM_OK) << llm_last_error();
+  EXPECT_EQ(llm_session_wait(s, &out), LLM_OK);
+  // Cancelling a collected step does nothing either.
+  EXPECT_EQ(llm_session_cancel(s), LLM_OK);
+  size_t n = 0;
+  ASSERT_EQ(llm_session_n_tokens(s, &n), LLM_OK);
+  EXPECT_EQ(n, 5u);
+  llm_session_free(s);
+}
+
+// Another thread cancels an async step (and keeps cancelling) while this
+// thread polls: the step ends OK or CANCELLED; after CANCELLED the session
+// holds whole chunks only, has no logits, and a rewind/prefill recovers it.
+TEST_F(MisuseTest, CancelAnAsyncStepFromAnotherThread) {
+  llm_model_params mp;
+  llm_model_params_init(&mp);
+  mp.batch_tokens = 8;  // many iterations per prefill
+  mp.n_threads = 1;
+  llm_model* m = nullptr;
+  ASSERT_EQ(llm_model_load(TinyPath().c_str(), &mp, &m), LLM_OK) << llm_last_error();
+  llm_session_params sp;
+  llm_session_params_init(&sp);
+  sp.n_ctx = 256;
+  llm_session* s = nullptr;
+  ASSERT_EQ(llm_session_create(m, &sp, &s), LLM_OK);
+  std::vector<llm_token> p(200);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<llm_token>(3 + (i * 5) % 300);
+  int cancelled = 0;
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_EQ(llm_session_rewind(s, 0), LLM_OK) << llm_last_error();
+    ASSERT_EQ(llm_session_prefill_async(s, p.data(), p.size()), LLM_OK) << llm_last_error();
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0};
+    std::thread canceller([&] {
+      while (!stop.load()) {
+        if (llm_session_cancel(s) != LLM_OK) bad.fetch_add(1);
+        std::this_thread::yield();
+      }
+    });
+    int32_t done = 0;
+    llm_status st = LLM_OK;
+    while (done == 0) {
+      st = llm_session_poll(s, &done, nullptr);
+      if (done == 0) std::this_thread::yield();
+    }
+    stop.store(true);
+    canceller.join();
+    EXPECT_EQ(bad.load(), 0);
+    ASSERT_TRUE(st == LLM_OK || st == LLM_ERR_CANCELLED) << llm_status_string(st);
+    size_t n = 0;
+    ASSERT_EQ(llm_session_n_tokens(s, &n), LLM_OK);
+    const float* logits = nullptr;
+    size_t nv = 0;
+    if (st == LLM_ERR_CANCELLED) {
+      ++cancelled;
+      EXPECT_LT(n, p.size());
+      EXPECT_EQ(n % 8, 0u) << "a cancelled prefill keeps whole chunks";
+      EXPECT_EQ(llm_session_logits(s, &logits, &nv), LLM_ERR_INVALID_ARGUMENT);
+      if (n > 0) {
+        EXPECT_EQ(llm_session_rewind(s, n), LLM_OK) << llm_last_error();
+        EXPECT_EQ(llm_session_logits(s, &logits, &nv), LLM_OK);
+      }
+    } else {
+      EXPECT_EQ(n, p.size());
+    }
+    EXPECT_EQ(llm_session_prefill(s, p.data(), 1), LLM_OK) << llm_last_error();
+    llm_token out = -1;
+    EXPECT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
+  }
+  std::printf("async prefill cancelled in %d of 4 rounds\n", cancelled);
+  llm_session_free(s);
+  llm_model_free(m);
+}
+
+// Fork, save, load, rewind and stats from several threads on their own
+// sessions while other threads cancel those sessions: only OK / CANCELLED /
+// BUSY, never anything else.
+TEST_F(MisuseTest, SessionOpsRaceWithCancelFromOtherThreads) {
+  llm_session* base = NewSession(64);
+  ASSERT_EQ(llm_session_prefill(base, prompt_, 3), LLM_OK);
+  std::vector<llm_session*> sessions(4, nullptr);
+  for (auto& x : sessions) ASSERT_EQ(llm_session_fork(base, &x), LLM_OK) << llm_last_error();
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ths;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    ths.emplace_back([&, i] {
+      llm_session* s = sessions[i];
+      std::vector<uint8_t> buf;
+      for (int it = 0; it < 20; ++it) {
+        auto ok = [&](llm_status st) {
+          if (st != LLM_OK && st != LLM_ERR_CANCELLED && st != LLM_ERR_BUSY &&
+              st != LLM_ERR_INVALID_ARGUMENT /* no logits after a cancel */) {
+            bad.fetch_add(1);
+          }
+        };
+        llm_token out = 0;
+        ok(llm_session_decode(s, &out));
+        size_t size = 0;
+        if (llm_session_save(s, nullptr, 0, &size) == LLM_ERR_BUFFER_TOO_SMALL) {
+          buf.resize(size);
+          if (llm_session_save(s, buf.data(), buf.size(), &size) == LLM_OK) {
+            ok(llm_session_load(s, buf.data(), size));
+          }
+        }
+        size_t n = 0;
+        if (llm_session_n_tokens(s, &n) == LLM_OK && n > 40) ok(llm_session_rewind(s, 3));
+        if (n == 0) ok(llm_session_prefill(s, prompt_, 3));
+        llm_session* c = nullptr;
+        if (llm_session_fork(s, &c) == LLM_OK) llm_session_free(c);
+        llm_session_stats ss;
+        llm_session_stats_init(&ss);
+        ok(llm_session_get_stats(s, &ss));
+      }
+    });
+  }
+  std::thread canceller([&] {
+    while (!stop.load()) {
+      for (llm_session* s : sessions) {
+        if (llm_session_cancel(s) != LLM_OK) bad.fetch_add(1);
+      }
+      std::this_thread::yield();
+    }
+  });
+  for (auto& t : ths) t.join();
+  stop.store(true);
+  canceller.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (llm_session* s : sessions) {
+    // Recoverable: rewind to what is there (recomputes logits), then decode.
+    size_t n = 0;
+    ASSERT_EQ(llm_session_n_tokens(s, &n), LLM_OK);
+    if (n == 0) {
+      EXPECT_EQ(llm_session_prefill(s, prompt_, 3), LLM_OK) << llm_last_error();
+    } else {
+      EXPECT_EQ(llm_session_rewind(s, n), LLM_OK) << llm_last_error();
+    }
+    llm_token out = 0;
+    EXPECT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
+    llm_session_free(s);
+  }
+  llm_session_free(base);
+}
+
 }  // namespace
