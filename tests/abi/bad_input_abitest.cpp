@@ -2031,4 +2031,54 @@ TEST(AbiKvBudget, PrefillAndLoadPastTheBudgetAreKvFull) {
   llm_model_free(m);
 }
 
+// BUG (reported to the lead; DISABLED_ so that CI stays green): a decode step
+// that fails after sampling (KV_FULL here; OUT_OF_MEMORY in the scheduler
+// thread likewise, found by the OOM sweep) leaves the session without logits
+// (and its RNG advanced), so retrying the same decode once the pool has room
+// is refused with INVALID_ARGUMENT "no logits" instead of running; the caller
+// has to llm_session_rewind(s, n_tokens) first. Session::SubmitDecode clears
+// has_logits_ before the step runs and nothing restores it when the step
+// fails before writing anything (src/engine/session.cpp). Expected: a failed
+// decode changes nothing (as CONTEXT_FULL does), or the header documents the
+// rewind.
+TEST(AbiKvBudget, DISABLED_DecodeRetryAfterKvFullSucceeds) {
+  llm_model *probe = nullptr;
+  ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &probe));
+  llm_kv_stats ks;
+  ASSERT_LLM_OK(llm_kv_stats_init(&ks));
+  ASSERT_LLM_OK(llm_model_kv_stats(probe, &ks));
+  llm_model_free(probe);
+  llm_model_params mp;
+  ASSERT_LLM_OK(llm_model_params_init(&mp));
+  mp.kv_budget_bytes = 2 * (ks.block_bytes + ks.block_overhead_bytes);
+  llm_model *m = nullptr;
+  ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &m, &mp));
+  const size_t bt = ks.block_tokens;
+  llm_session_params sp;
+  ASSERT_LLM_OK(llm_session_params_init(&sp));
+  sp.n_ctx = static_cast<int32_t>(4 * bt);
+  sp.sampler.temperature = 0;
+  llm_session *a = nullptr, *b = nullptr;
+  ASSERT_LLM_OK(llm_session_create(m, &sp, &a));
+  ASSERT_LLM_OK(llm_session_create(m, &sp, &b));
+  std::vector<llm_token> pa(bt), pb(bt);
+  for (size_t i = 0; i < bt; ++i) {
+    pa[i] = TinyVocab::kFirstByte + 97 + static_cast<int>(i % 26);
+    pb[i] = TinyVocab::kFirstByte + 65 + static_cast<int>(i % 26);
+  }
+  ASSERT_LLM_OK(llm_session_prefill(b, pb.data(), bt));  // one full block
+  ASSERT_LLM_OK(llm_session_prefill(a, pa.data(), bt));  // the other one
+  llm_token out = -7;
+  // b's next position needs a third block.
+  ASSERT_FAIL(llm_session_decode(b, &out), LLM_ERR_KV_FULL, "kv", "block", "budget");
+  EXPECT_EQ(out, -7);
+  size_t n = 0;
+  ASSERT_LLM_OK(llm_session_n_tokens(b, &n));
+  EXPECT_EQ(n, bt);
+  llm_session_free(a);  // room again
+  EXPECT_LLM_OK(llm_session_decode(b, &out));  // fails: "session has no logits"
+  llm_session_free(b);
+  llm_model_free(m);
+}
+
 }  // namespace

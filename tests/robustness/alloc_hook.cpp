@@ -24,14 +24,37 @@
 
 namespace {
 
-// Plain thread_local PODs: no allocation, no constructor, safe inside malloc.
+// Plain thread_local PODs and lock-free atomics: no allocation, no
+// constructor, safe inside malloc.
 thread_local bool t_armed = false;
 thread_local int64_t t_count = 0;
 thread_local int64_t t_fail_at = 0;
 thread_local bool t_injected = false;
+// Set while operator new calls malloc, so one `new` counts once.
+thread_local bool t_inner = false;
+
+// Process-wide mode (ArmAllThreads): every thread's allocations are counted
+// in one sequence.
+std::atomic<bool> g_all_armed{false};
+std::atomic<int64_t> g_count{0};
+std::atomic<int64_t> g_fail_at{0};
+std::atomic<bool> g_injected{false};
+std::atomic<bool> g_injected_elsewhere{false};  // on a thread other than the armer
+thread_local bool t_is_armer = false;
 
 // True when this allocation must fail.
 inline bool ShouldFail() {
+  if (t_inner) return false;
+  if (g_all_armed.load(std::memory_order_acquire)) {
+    const int64_t c = g_count.fetch_add(1, std::memory_order_acq_rel) + 1;
+    const int64_t at = g_fail_at.load(std::memory_order_relaxed);
+    if (at > 0 && c == at) {
+      g_injected_elsewhere.store(!t_is_armer, std::memory_order_relaxed);
+      g_injected.store(true, std::memory_order_release);
+      return true;
+    }
+    return false;
+  }
   if (!t_armed) return false;
   ++t_count;
   if (t_fail_at > 0 && t_count == t_fail_at) {
@@ -98,25 +121,23 @@ namespace {
 
 void* NewImpl(size_t n) {
   if (ShouldFail()) throw std::bad_alloc();
-  // With the malloc hook, operator new counts once (the flag is dropped for
-  // the inner malloc call).
-  const bool armed = t_armed;
-  t_armed = false;
+  // With the malloc hook, operator new counts once (the inner malloc call
+  // is not counted).
+  t_inner = true;
   void* p = std::malloc(n == 0 ? 1 : n);
-  t_armed = armed;
+  t_inner = false;
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
 
 void* NewAlignedImpl(size_t n, std::align_val_t al) {
   if (ShouldFail()) throw std::bad_alloc();
-  const bool armed = t_armed;
-  t_armed = false;
+  t_inner = true;
   size_t align = static_cast<size_t>(al);
   if (align < sizeof(void*)) align = sizeof(void*);
   void* p = nullptr;
   const int rc = posix_memalign(&p, align, n == 0 ? 1 : n);
-  t_armed = armed;
+  t_inner = false;
   if (rc != 0 || p == nullptr) throw std::bad_alloc();
   return p;
 }
@@ -176,15 +197,29 @@ void Arm(int64_t fail_at) {
   t_count = 0;
   t_fail_at = fail_at;
   t_injected = false;
+  g_injected.store(false);
   t_armed = true;
 }
 
+void ArmAllThreads(int64_t fail_at) {
+  t_injected = false;
+  g_count.store(0);
+  g_fail_at.store(fail_at);
+  g_injected.store(false);
+  g_injected_elsewhere.store(false);
+  t_is_armer = true;
+  g_all_armed.store(true, std::memory_order_release);
+}
+
 int64_t Disarm() {
+  if (g_all_armed.exchange(false, std::memory_order_acq_rel)) return g_count.load();
   t_armed = false;
   return t_count;
 }
 
-bool Injected() { return t_injected; }
+bool InjectedOnAnotherThread() { return g_injected_elsewhere.load(std::memory_order_acquire); }
+
+bool Injected() { return t_injected || g_injected.load(std::memory_order_acquire); }
 
 bool HooksMalloc() { return LLM_OOM_HOOK_MALLOC != 0; }
 

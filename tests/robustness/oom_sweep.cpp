@@ -1,10 +1,16 @@
 // Out-of-memory sweep (issue 4 part 4), its own executable because it
 // replaces the global allocation functions (alloc_hook.cpp).
 //
-// For N = 1, 2, ... the N-th allocation of the calling thread fails during
+// For N = 1, 2, ... the N-th allocation of the process fails during
 // load -> session create -> prefill -> decode -> generate (streaming) ->
-// tokenize/detokenize on the tiny model, until a run completes with nothing
-// injected. Every failure must surface as LLM_ERR_OUT_OF_MEMORY (or the
+// fork -> save (size query, save) -> load into a second session -> rewind ->
+// async prefill + poll loop -> decode_async + wait -> cancel (no-op) ->
+// KV / batch / session stats -> tokenize/detokenize -> reset on the tiny
+// model, until a run completes with nothing injected. Since 0.2 the forward
+// passes run on the model's scheduler thread, so the hook counts the
+// allocations of every thread (llm_oom::ArmAllThreads; deterministic here:
+// one session driven at a time, n_threads = 1, OMP_NUM_THREADS=1, and the
+// caller waits while the scheduler runs its step). Every failure must surface as LLM_ERR_OUT_OF_MEMORY (or the
 // operation succeeds anyway), leave the out-parameters untouched, and leave
 // what exists usable: the failed step is retried without injection and must
 // succeed, then everything is freed (LeakSanitizer checks that nothing leaked
@@ -69,8 +75,41 @@ int32_t Collect(const char* text, size_t len, void* user) {
     return false;                                                                           \
   }()
 
+// As STEP, but `want` is the status of success (e.g. BUFFER_TOO_SMALL for a
+// size query).
+#define STEP_WANT(call, want, what)                                                         \
+  [&]() {                                                                                   \
+    const llm_status st_ = (call);                                                          \
+    if (st_ == (want)) return true;                                                         \
+    llm_oom::Disarm();                                                                      \
+    EXPECT_EQ(st_, LLM_ERR_OUT_OF_MEMORY)                                                   \
+        << what << " at N = " << n << ": " << llm_status_string(st_) << ": "                \
+        << llm_last_error();                                                                \
+    if (st_ == LLM_ERR_OUT_OF_MEMORY) {                                                     \
+      EXPECT_TRUE(std::string(llm_last_error()).find("memory") != std::string::npos ||     \
+                  std::string(llm_last_error()).find("allocat") != std::string::npos)       \
+          << what << " at N = " << n << ": " << llm_last_error();                           \
+    }                                                                                       \
+    failed_step = what;                                                                     \
+    return false;                                                                           \
+  }()
+
+// Rewinds s to its own length when it has no logits (a failed decode step
+// leaves none), which recomputes them.
+void RecoverLogits(llm_session* s) {
+  const float* logits = nullptr;
+  size_t nv = 0;
+  if (llm_session_logits(s, &logits, &nv) == LLM_OK) return;
+  size_t have = 0;
+  EXPECT_EQ(llm_session_n_tokens(s, &have), LLM_OK);
+  if (have > 0) {
+    EXPECT_EQ(llm_session_rewind(s, have), LLM_OK) << llm_last_error();
+  }
+}
+
 struct RunResult {
   bool injected = false;
+  bool on_other_thread = false;  // the injected allocation was not the caller's
   int64_t allocations = 0;
   std::string failed_step;  // "" if every step succeeded
 };
@@ -84,6 +123,8 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
   const char* failed_step = "";
   llm_model* model = nullptr;
   llm_session* session = nullptr;
+  llm_session* child = nullptr;
+  llm_session* second = nullptr;
   llm_model_params mp;
   llm_model_params_init(&mp);
   mp.n_threads = 1;
@@ -109,8 +150,19 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
   llm_token out = 0;
   llm_generate_result res;
   llm_generate_result_init(&res);
+  // Saved state of the session: 64 tokens of the tiny model's KV and logits
+  // fit easily; allocated before arming.
+  std::vector<uint8_t> saved(1 << 20);
+  size_t saved_size = 0;
+  llm_kv_stats kvs;
+  llm_kv_stats_init(&kvs);
+  llm_batch_stats bs;
+  llm_batch_stats_init(&bs);
+  llm_session_stats ss;
+  llm_session_stats_init(&ss);
+  int32_t done = 0;
 
-  llm_oom::Arm(n);
+  llm_oom::ArmAllThreads(n);
   bool ok = STEP(llm_model_load(path.c_str(), &mp, &model), "llm_model_load");
   if (!ok) {
     EXPECT_EQ(model, nullptr) << "out_model written on failure";
@@ -124,12 +176,53 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
     ok = STEP(llm_session_decode(session, &out), "llm_session_decode");
   }
   ok = ok && STEP(llm_generate(session, nullptr, 0, &gp, &res), "llm_generate");
+  if (ok) {
+    ok = STEP(llm_session_fork(session, &child), "llm_session_fork");
+    if (!ok) {
+      EXPECT_EQ(child, nullptr) << "out_child written on failure";
+    }
+  }
+  ok = ok && STEP(llm_session_decode(child, &out), "llm_session_decode (fork, copy-on-write)");
+  ok = ok && STEP_WANT(llm_session_save(session, nullptr, 0, &saved_size),
+                       LLM_ERR_BUFFER_TOO_SMALL, "llm_session_save (size query)");
+  ok = ok && STEP(llm_session_save(session, saved.data(), saved.size(), &saved_size),
+                  "llm_session_save");
+  if (ok) {
+    ok = STEP(llm_session_create(model, &sp, &second), "llm_session_create (second)");
+    if (!ok) {
+      EXPECT_EQ(second, nullptr) << "out_session written on failure";
+    }
+  }
+  if (ok) {
+    ok = STEP(llm_session_load(second, saved.data(), saved_size), "llm_session_load");
+    if (!ok) {
+      size_t have = 99;
+      EXPECT_EQ(llm_session_n_tokens(second, &have), LLM_OK);
+      EXPECT_EQ(have, 0u) << "a failed load changed the session";
+    }
+  }
+  ok = ok && STEP(llm_session_decode(second, &out), "llm_session_decode (loaded)");
+  ok = ok && STEP(llm_session_rewind(session, 3), "llm_session_rewind");
+  ok = ok && STEP(llm_session_prefill_async(session, prompt, 4), "llm_session_prefill_async");
+  if (ok) {
+    done = 0;
+    llm_status st = LLM_OK;
+    while (done == 0) st = llm_session_poll(session, &done, nullptr);
+    ok = STEP(st, "llm_session_poll (prefill)");
+  }
+  ok = ok && STEP(llm_session_decode_async(session), "llm_session_decode_async");
+  ok = ok && STEP(llm_session_wait(session, &out), "llm_session_wait (decode)");
+  ok = ok && STEP(llm_session_cancel(session), "llm_session_cancel");
+  ok = ok && STEP(llm_model_kv_stats(model, &kvs), "llm_model_kv_stats");
+  ok = ok && STEP(llm_model_batch_stats(model, &bs), "llm_model_batch_stats");
+  ok = ok && STEP(llm_session_get_stats(session, &ss), "llm_session_get_stats");
   ok = ok && STEP(llm_tokenize(model, "hello world", 11, 1, 0, tokens, 64, &n_tok), "llm_tokenize");
   ok = ok && STEP(llm_detokenize(model, tokens, n_tok, 0, text, sizeof text, &text_len),
                   "llm_detokenize");
   ok = ok && STEP(llm_session_reset(session), "llm_session_reset");
   rr.allocations = llm_oom::Disarm();
   rr.injected = llm_oom::Injected();
+  rr.on_other_thread = llm_oom::InjectedOnAnotherThread();
   rr.failed_step = failed_step;
 
   // Whatever exists must still work: retry the path without injection.
@@ -140,16 +233,50 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
     EXPECT_EQ(llm_session_create(model, &sp, &session), LLM_OK) << llm_last_error();
   }
   if (session != nullptr) {
+    // A step that failed may have left a collected-or-not async step: collect.
+    (void)llm_session_wait(session, nullptr);
     size_t have = 0;
     EXPECT_EQ(llm_session_n_tokens(session, &have), LLM_OK);
-    if (have + 8 > 64) {
+    if (have + 16 > 64) {
       EXPECT_EQ(llm_session_reset(session), LLM_OK);
     }
     EXPECT_EQ(llm_session_prefill(session, prompt, 4), LLM_OK)
         << "after a failure at N = " << n << " in " << failed_step << ": " << llm_last_error();
     EXPECT_EQ(llm_session_decode(session, &out), LLM_OK) << llm_last_error();
     EXPECT_GE(out, 0);
+    if (child == nullptr) {
+      EXPECT_EQ(llm_session_fork(session, &child), LLM_OK) << llm_last_error();
+    }
+    // A decode step that failed (here: OUT_OF_MEMORY) leaves its session
+    // without logits (as a cancel does), so a plain retry of the decode is
+    // refused with "no logits"; rewinding to the current length recomputes
+    // them. Reported to the lead (see AbiKvBudget.DISABLED_DecodeRetryAfter-
+    // KvFullSucceeds); until then the retry goes through the rewind.
+    RecoverLogits(child);
+    EXPECT_EQ(llm_session_decode(child, &out), LLM_OK)
+        << "fork after a failure at N = " << n << " in " << failed_step << ": "
+        << llm_last_error();
+    EXPECT_EQ(llm_session_save(session, saved.data(), saved.size(), &saved_size), LLM_OK)
+        << llm_last_error();
+    if (second == nullptr) {
+      EXPECT_EQ(llm_session_create(model, &sp, &second), LLM_OK) << llm_last_error();
+    }
+    EXPECT_EQ(llm_session_load(second, saved.data(), saved_size), LLM_OK)
+        << "load after a failure at N = " << n << " in " << failed_step << ": "
+        << llm_last_error();
+    EXPECT_EQ(llm_session_decode(second, &out), LLM_OK) << llm_last_error();
+    EXPECT_EQ(llm_session_rewind(session, 2), LLM_OK) << llm_last_error();
+    EXPECT_EQ(llm_session_prefill_async(session, prompt, 4), LLM_OK) << llm_last_error();
+    EXPECT_EQ(llm_session_wait(session, nullptr), LLM_OK)
+        << "async prefill after a failure at N = " << n << " in " << failed_step << ": "
+        << llm_last_error();
+    EXPECT_EQ(llm_session_decode_async(session), LLM_OK) << llm_last_error();
+    EXPECT_EQ(llm_session_wait(session, &out), LLM_OK) << llm_last_error();
+    EXPECT_EQ(llm_model_kv_stats(model, &kvs), LLM_OK);
+    EXPECT_LE(kvs.blocks_used, kvs.blocks_allocated);
   }
+  llm_session_free(child);
+  llm_session_free(second);
   llm_session_free(session);
   llm_model_free(model);
   return rr;
@@ -168,19 +295,23 @@ TEST(OomSweep, TinyModelEveryAllocationFailsCleanly) {
   const int64_t limit = SweepLimit();
   int64_t n = 1;
   int64_t failures = 0;
+  int64_t elsewhere = 0;  // injected on the scheduler thread (not the caller's)
   for (; n <= limit; ++n) {
     RunResult r = RunOnce(TinyPath(), n, 2);
     if (!r.injected) break;  // the run completed with nothing injected
     if (!r.failed_step.empty()) ++failures;
+    if (r.on_other_thread) ++elsewhere;
     if (::testing::Test::HasFailure()) {
       ADD_FAILURE() << "stopping the sweep at N = " << n;
       break;
     }
   }
-  std::printf("OOM sweep (tiny model, malloc %s): %lld allocation points, %lld surfaced as "
-              "LLM_ERR_OUT_OF_MEMORY, the rest absorbed\n",
+  std::printf("OOM sweep (tiny model, all threads, malloc %s): %lld allocation points, %lld "
+              "surfaced as LLM_ERR_OUT_OF_MEMORY, the rest absorbed; %lld on the scheduler thread\n",
               llm_oom::HooksMalloc() ? "hooked" : "not hooked (ASan)",
-              static_cast<long long>(n - 1), static_cast<long long>(failures));
+              static_cast<long long>(n - 1), static_cast<long long>(failures),
+              static_cast<long long>(elsewhere));
+  EXPECT_GT(elsewhere, 0) << "no allocation of the scheduler thread was injected";
   EXPECT_LE(n, limit) << "the sweep did not reach a clean run";
   EXPECT_GT(failures, 0) << "no injected failure surfaced: is the hook active?";
 }
