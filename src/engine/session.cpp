@@ -38,6 +38,7 @@ absl::Status Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, Kv
   sampler_ = std::make_unique<Sampler>(sampler);
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
+  step_logits_.assign(logits_.size(), 0.0f);
   client_.owner = this;
   model_->scheduler().Attach(&client_);
   attached_ = true;
@@ -101,6 +102,9 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
   step_tokens_.assign(tokens.begin() + adopted, tokens.end());
   // The scheduler thread appends to the history without allocating.
   tokens_.reserve(tokens_.size() + step_tokens_.size());
+  history_at_submit_ = tokens_.size();
+  logits_valid_at_submit_ = has_logits_ && adopted == 0;
+  rng_at_submit_ = rng_;
   has_logits_ = false;
   pending_ = Pending::kPrefill;
   return SubmitStep();
@@ -109,24 +113,23 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
 absl::Status Session::SubmitDecode() {
   if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
   LLM_RETURN_IF_ERROR(CheckCanDecode());
+  rng_at_submit_ = rng_;
   const int32_t token = sampler_->Sample(logits_, tokens_, rng_);
   step_tokens_.assign(1, token);
   tokens_.reserve(tokens_.size() + 1);
+  history_at_submit_ = tokens_.size();
+  logits_valid_at_submit_ = true;
   has_logits_ = false;
   pending_ = Pending::kDecode;
   return SubmitStep();
 }
 
 absl::Status Session::SubmitStep() {
-  if (cancel_requested_.load(std::memory_order_relaxed)) {
-    pending_ = Pending::kNone;
-    return Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  absl::Status submitted = Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  if (!cancel_requested_.load(std::memory_order_relaxed)) {
+    submitted = model_->scheduler().Submit(&client_, step_tokens_);
   }
-  absl::Status submitted = model_->scheduler().Submit(&client_, step_tokens_);
-  if (!submitted.ok()) {
-    pending_ = Pending::kNone;
-    return submitted;
-  }
+  if (!submitted.ok()) return Collect(submitted, nullptr);
   // Cancel() sets the flag before asking the scheduler: if it ran between
   // the check above and Submit, its scheduler call found nothing to cancel,
   // and this one does it.
@@ -137,6 +140,12 @@ absl::Status Session::SubmitStep() {
 absl::Status Session::Collect(const absl::Status& status, int32_t* token) {
   const bool decode = pending_ == Pending::kDecode;
   pending_ = Pending::kNone;
+  if (!status.ok() && tokens_.size() == history_at_submit_) {
+    // Nothing of the step ran: undo the submit (the sampled token's RNG
+    // draw included), so a retry behaves as the first attempt would have.
+    has_logits_ = logits_valid_at_submit_;
+    rng_ = rng_at_submit_;
+  }
   if (token != nullptr) *token = decode && status.ok() ? step_tokens_[0] : -1;
   return status;
 }
@@ -188,14 +197,17 @@ SequenceStep Session::StepFor(const ScheduledChunk& chunk) {
   step.kv = kv_.get();
   step.tokens = chunk.tokens;
   step.pos0 = static_cast<int64_t>(tokens_.size());
-  step.logits = chunk.last ? logits_.data() : nullptr;
+  step.logits = chunk.last ? step_logits_.data() : nullptr;
   return step;
 }
 
 void Session::CommitChunk(const ScheduledChunk& chunk) {
   tokens_.insert(tokens_.end(), chunk.tokens.begin(), chunk.tokens.end());  // reserved
   kv_->Commit(tokens_);
-  if (chunk.last) has_logits_ = true;
+  if (chunk.last) {
+    logits_.swap(step_logits_);
+    has_logits_ = true;
+  }
 }
 
 absl::Status Session::SetSampler(const SamplerConfig& config) {
@@ -249,6 +261,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {
   child->rng_ = rng_;
   child->tokens_ = tokens_;
   child->logits_ = logits_;
+  child->step_logits_.assign(logits_.size(), 0.0f);
   child->has_logits_ = has_logits_;
   child->client_.owner = child.get();
   model_->scheduler().Attach(&child->client_);

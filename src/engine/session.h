@@ -126,6 +126,14 @@ class Session {
   bool attached_ = false;
   Pending pending_ = Pending::kNone;
   std::vector<int32_t> step_tokens_;  // the submitted step's tokens
+  // A failed step that ran nothing changes nothing: the history length, the
+  // logits' validity and the RNG as they were at submit restore them. The
+  // pass writes a step's logits into step_logits_ (swapped in on success),
+  // so a pass failing half way never leaves mixed logits behind.
+  size_t history_at_submit_ = 0;
+  bool logits_valid_at_submit_ = false;
+  Rng rng_at_submit_{0};
+  std::vector<float> step_logits_;
   std::atomic<bool> cancel_requested_{false};
   std::atomic<uint64_t> cached_tokens_{0};
 };
