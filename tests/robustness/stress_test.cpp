@@ -10,9 +10,15 @@
 // the model; streamed text is valid UTF-8 piece by piece; RSS after the run
 // is within a stated slack of RSS after a warm-up of the same workload.
 //
+// Since 0.2 the mix also forks shared sessions (the child goes into a free
+// slot), rewinds to random lengths, cancels sessions other threads are using,
+// submits non-blocking steps and collects them with poll/wait (other threads
+// may collect them first), round-trips save/load (the buffer also loads into
+// a private session whose own save must reproduce it byte for byte) and reads
+// the KV / batch / session stats (checked for consistency).
+//
 // The tiny model runs by default; LLM_STRESS_MODEL=path runs another (e.g.
-// the real model). Fork, rewind and cancel join this test with the batcher
-// issue (they do not exist in 0.1).
+// the real model).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -114,6 +120,7 @@ int32_t OnPiece(const char* text, size_t len, void* user) {
 
 struct Counters {
   std::atomic<long> ok{0}, busy{0}, stale{0}, full{0}, generated{0}, created{0}, freed{0};
+  std::atomic<long> cancelled{0}, forked{0}, async_steps{0}, round_trips{0}, rewinds{0};
 };
 
 class StressTest : public ::testing::Test {
@@ -150,12 +157,24 @@ class StressTest : public ::testing::Test {
       case LLM_OK: ++c.ok; return;
       case LLM_ERR_BUSY: ++c.busy; return;
       case LLM_ERR_CONTEXT_FULL: ++c.full; return;
+      case LLM_ERR_CANCELLED: ++c.cancelled; return;  // another thread's cancel
       case LLM_ERR_INVALID_ARGUMENT:
-        // A handle another thread freed, or a session reset by another
-        // thread (no logits): both legitimate in this free-for-all.
+        // A handle another thread freed, a session reset, rewound or cancelled
+        // by another thread (no logits, fewer tokens than just read), or a
+        // step another thread collected first: all legitimate in this
+        // free-for-all.
         if (std::strstr(llm_last_error(), "not a live session") != nullptr ||
-            std::strstr(llm_last_error(), "logits") != nullptr) {
+            std::strstr(llm_last_error(), "logits") != nullptr ||
+            std::strstr(llm_last_error(), "exceeds") != nullptr ||
+            std::strstr(llm_last_error(), "no step") != nullptr) {
           ++c.stale;
+          return;
+        }
+        break;
+      case LLM_ERR_BUFFER_TOO_SMALL:
+        // The session grew between the size query and the save.
+        if (std::strstr(what, "save") != nullptr) {
+          ++c.busy;
           return;
         }
         break;
@@ -166,7 +185,7 @@ class StressTest : public ::testing::Test {
 
   void Worker(int id, std::chrono::steady_clock::time_point deadline, Counters& c) {
     std::mt19937 rng(1234u + static_cast<unsigned>(id));
-    std::uniform_int_distribution<int> action(0, 99), slot(0, kSlots - 1), len(1, 12);
+    std::uniform_int_distribution<int> action(0, 149), slot(0, kSlots - 1), len(1, 12);
     std::uniform_int_distribution<llm_token> tok(0, n_vocab_ - 1);
     llm_session_params sp;
     llm_session_params_init(&sp);
@@ -239,6 +258,8 @@ class StressTest : public ::testing::Test {
         if (st == LLM_OK) {
           EXPECT_EQ(n, static_cast<size_t>(n_vocab_));
         }
+      } else if (a >= 100) {
+        SessionOps(s, a - 100, rng, c);
       } else {
         // Model-level calls from many threads at once.
         llm_token ids[64];
@@ -250,6 +271,133 @@ class StressTest : public ::testing::Test {
         ASSERT_EQ(llm_detokenize(model_, ids, n, 0, text, sizeof text, &tl), LLM_OK);
         EXPECT_TRUE(ValidUtf8(std::string(text, tl)));
       }
+    }
+  }
+
+  // The 0.2 operations; op in [0, 50).
+  void SessionOps(llm_session* s, int op, std::mt19937& rng, Counters& c) {
+    std::uniform_int_distribution<llm_token> tok(0, n_vocab_ - 1);
+    if (op < 8) {  // fork a shared session; the child takes a free slot
+      llm_session* child = nullptr;
+      const llm_status st = llm_session_fork(s, &child);
+      Check(st, "fork", c);
+      if (st != LLM_OK) return;
+      ++c.forked;
+      for (auto& sl : slots_) {
+        uintptr_t expected = 0;
+        if (sl.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(child))) {
+          child = nullptr;
+          break;
+        }
+      }
+      if (child != nullptr) {  // no free slot: use it here, then free it
+        llm_token out = -1;
+        const llm_status d = llm_session_decode(child, &out);
+        Check(d, "decode (fork)", c);
+        if (d == LLM_OK) {
+          EXPECT_GE(out, 0);
+          EXPECT_LT(out, n_vocab_);
+        }
+        llm_session_free(child);
+      }
+    } else if (op < 16) {  // rewind to a random length
+      size_t n = 0;
+      const llm_status st = llm_session_n_tokens(s, &n);
+      Check(st, "n_tokens", c);
+      if (st != LLM_OK) return;
+      std::uniform_int_distribution<size_t> to(0, n);
+      Check(llm_session_rewind(s, to(rng)), "rewind", c);
+      ++c.rewinds;
+    } else if (op < 24) {  // cancel a session, maybe in use by another thread
+      const llm_status st = llm_session_cancel(s);
+      if (st != LLM_OK) {
+        EXPECT_EQ(st, LLM_ERR_INVALID_ARGUMENT) << llm_last_error();
+        EXPECT_TRUE(std::strstr(llm_last_error(), "not a live session") != nullptr)
+            << llm_last_error();
+      }
+    } else if (op < 34) {  // non-blocking step, polled a few times, then waited for
+      llm_status st;
+      const bool decode = op % 2 == 0;
+      if (decode) {
+        st = llm_session_decode_async(s);
+      } else {
+        std::vector<llm_token> p(static_cast<size_t>(1 + op % 7));
+        for (llm_token& t : p) t = tok(rng);
+        st = llm_session_prefill_async(s, p.data(), p.size());
+      }
+      Check(st, decode ? "decode_async" : "prefill_async", c);
+      if (st != LLM_OK) return;
+      ++c.async_steps;
+      // Collect it (BUSY: another thread is in a call on the session at this
+      // moment, e.g. its own poll; try again so the step is not left behind).
+      int32_t done = 0;
+      llm_token out = -1;
+      int polls = 0;
+      for (int tries = 0; tries < 100000 && done == 0; ++tries) {
+        if (polls < 3) {
+          st = llm_session_poll(s, &done, &out);
+        } else {
+          st = llm_session_wait(s, &out);
+          if (st != LLM_ERR_BUSY) done = 1;
+        }
+        if (done != 0) break;
+        if (st == LLM_ERR_BUSY) {
+          std::this_thread::yield();
+          continue;
+        }
+        Check(st, "poll", c);
+        if (st != LLM_OK) return;  // freed, or collected by another thread
+        ++polls;
+        std::this_thread::yield();
+      }
+      Check(st, "poll/wait", c);
+      if (st == LLM_OK && decode) {
+        EXPECT_GE(out, 0);
+        EXPECT_LT(out, n_vocab_);
+      }
+    } else if (op < 42) {  // save/load round trip
+      size_t size = 0;
+      llm_status st = llm_session_save(s, nullptr, 0, &size);
+      if (st != LLM_ERR_BUFFER_TOO_SMALL) {
+        Check(st, "save (size)", c);
+        return;
+      }
+      std::vector<uint8_t> buf(size);
+      st = llm_session_save(s, buf.data(), buf.size(), &size);
+      Check(st, "save", c);
+      if (st != LLM_OK) return;
+      buf.resize(size);
+      // Into a private session: must load, and save the same bytes back.
+      llm_session_params sp;
+      llm_session_params_init(&sp);
+      sp.n_ctx = 96;
+      llm_session* mine = nullptr;
+      ASSERT_EQ(llm_session_create(model_, &sp, &mine), LLM_OK) << llm_last_error();
+      ASSERT_EQ(llm_session_load(mine, buf.data(), buf.size()), LLM_OK) << llm_last_error();
+      std::vector<uint8_t> again(size + 1);
+      size_t size2 = 0;
+      ASSERT_EQ(llm_session_save(mine, again.data(), again.size(), &size2), LLM_OK);
+      again.resize(size2);
+      EXPECT_TRUE(again == buf) << "save(load(buf)) != buf";
+      llm_session_free(mine);
+      // And back into the shared session (or another one).
+      Check(llm_session_load(s, buf.data(), buf.size()), "load", c);
+      ++c.round_trips;
+    } else {  // stats, from many threads, also on busy sessions
+      llm_session_stats ss;
+      llm_session_stats_init(&ss);
+      const llm_status st = llm_session_get_stats(s, &ss);
+      if (st != LLM_OK) Check(st, "get_stats", c);  // never BUSY
+      EXPECT_NE(st, LLM_ERR_BUSY);
+      llm_kv_stats ks;
+      llm_kv_stats_init(&ks);
+      ASSERT_EQ(llm_model_kv_stats(model_, &ks), LLM_OK) << llm_last_error();
+      EXPECT_LE(ks.blocks_allocated, ks.blocks_total);
+      EXPECT_LE(ks.blocks_shared, ks.blocks_total);
+      llm_batch_stats bs;
+      llm_batch_stats_init(&bs);
+      ASSERT_EQ(llm_model_batch_stats(model_, &bs), LLM_OK) << llm_last_error();
+      EXPECT_LE(bs.decode_iterations, bs.iterations);
     }
   }
 
@@ -284,13 +432,18 @@ TEST_F(StressTest, ThirtyTwoThreadsCreateRunResetAndFreeSessionsAtRandom) {
   Counters c;
   Run(seconds, c);
   const long rss_end = RssKiB();
-  std::printf("stress: %ld ok, %ld busy, %ld stale/no-logits, %ld context-full, %ld sessions "
-              "created, %ld freed, %ld tokens generated; RSS %ld -> %ld KiB\n",
-              c.ok.load(), c.busy.load(), c.stale.load(), c.full.load(), c.created.load(),
-              c.freed.load(), c.generated.load(), rss_base, rss_end);
+  std::printf("stress: %ld ok, %ld busy, %ld stale/no-logits, %ld context-full, %ld cancelled, "
+              "%ld sessions created, %ld freed, %ld forked, %ld async steps, %ld save/load "
+              "round trips, %ld rewinds, %ld tokens generated; RSS %ld -> %ld KiB\n",
+              c.ok.load(), c.busy.load(), c.stale.load(), c.full.load(), c.cancelled.load(),
+              c.created.load(), c.freed.load(), c.forked.load(), c.async_steps.load(),
+              c.round_trips.load(), c.rewinds.load(), c.generated.load(), rss_base, rss_end);
   EXPECT_GT(c.ok.load(), 0);
   EXPECT_GT(c.generated.load(), 0);
   EXPECT_GT(c.created.load(), 0);
+  EXPECT_GT(c.forked.load(), 0);
+  EXPECT_GT(c.async_steps.load(), 0);
+  EXPECT_GT(c.round_trips.load(), 0);
   if (rss_base > 0 && !kSanitized) {
     EXPECT_LE(rss_end, rss_base + 32 * 1024 + rss_base / 4)
         << "RSS grew from " << rss_base << " KiB to " << rss_end << " KiB";
