@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -69,8 +70,12 @@ struct Round {
 };
 
 // n sessions on n threads prefill distinct prompts, wait for each other, then
-// decode kDecodeTokens greedily; only the decode phase is timed.
+// decode kDecodeTokens greedily; only the decode phase is timed. Every call
+// uses prompts no earlier call used (a process-wide salt): the model's prefix
+// cache would otherwise serve repeated prompts' KV blocks.
 Round RunRound(llm_model* model, int32_t n_vocab, int n) {
+  static std::atomic<int64_t> salt{0};
+  const int64_t first = salt.fetch_add(n);
   Round round;
   llm_session_params sp;
   llm_session_params_init(&sp);
@@ -95,7 +100,7 @@ Round RunRound(llm_model* model, int32_t n_vocab, int n) {
   auto worker = [&](int s) {
     std::vector<llm_token> prompt(kPromptTokens);
     for (int i = 0; i < kPromptTokens; ++i) {
-      prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + s * 104729) % n_vocab);
+      prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + (first + s) * 104729) % n_vocab);
     }
     bool ok = llm_session_prefill(sessions[s], prompt.data(), prompt.size()) == LLM_OK;
     if (!ok) errors[s] = std::string("llm_session_prefill: ") + llm_last_error();

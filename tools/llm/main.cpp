@@ -402,8 +402,10 @@ struct SessionsResult {
 // n_prompt_bench-token prompt; once all have (a barrier), all decode
 // n_predict tokens greedily. The inter-token latency of a session is the time
 // from the start of the decode phase to its first token, then between
-// consecutive llm_session_decode returns.
-llm_status RunSessionsRound(llm_model* model, const Options& o, int32_t n_vocab, int n_sessions,
+// consecutive llm_session_decode returns. salt makes the prompts differ from
+// every earlier round's: libllm 0.2 keeps freed sessions' full KV blocks for
+// prefix reuse, and a repeated prompt would skip most of its prefill.
+llm_status RunSessionsRound(llm_model* model, const Options& o, int32_t n_vocab, int n_sessions, int salt,
                             SessionsResult* out) {
   std::vector<llm_session*> sessions(n_sessions, nullptr);
   llm_status status = LLM_OK;
@@ -424,11 +426,12 @@ llm_status RunSessionsRound(llm_model* model, const Options& o, int32_t n_vocab,
     llm_status st = LLM_OK;
     if (session == nullptr) st = LLM_ERR_INVALID_ARGUMENT;
     if (st == LLM_OK) {
-      // Distinct prompts: a shifted id sequence per session, so no two share
-      // a prefix (nothing for a prefix cache to reuse).
+      // Distinct prompts: a shifted id sequence per session and round, so no
+      // two share a first token (nothing for the prefix cache to reuse).
       std::vector<llm_token> prompt(o.n_prompt_bench);
+      const int64_t shift = static_cast<int64_t>(salt + s) * 104729;
       for (int i = 0; i < o.n_prompt_bench; ++i) {
-        prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + s * 104729) % n_vocab);
+        prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + shift) % n_vocab);
       }
       st = llm_session_prefill(session, prompt.data(), prompt.size());
       if (st != LLM_OK) Fail("prefill", st);
@@ -537,11 +540,13 @@ int BenchSessions(Options& o) {
   std::printf("|---:|---:|---:|---:|---:|---:|%s\n", batched ? "---:|" : "");
   std::fflush(stdout);
   double single_tps = 0;
+  int salt = 0;  // sessions started so far: every prompt of the run is new
   for (int n : o.bench_sessions) {
     std::vector<double> tps, mean_itl, p99_itl, rows;
     for (int rep = 0; rep < o.repeats; ++rep) {
       SessionsResult r;
-      const llm_status s = RunSessionsRound(model, o, info.n_vocab, n, &r);
+      const llm_status s = RunSessionsRound(model, o, info.n_vocab, n, salt, &r);
+      salt += n;
       if (s != LLM_OK) return llm_model_free(model), 1;
       tps.push_back(r.aggregate_tps);
       mean_itl.push_back(r.mean_itl_ms);
@@ -602,8 +607,14 @@ int Bench(Options& o) {
     llm_session* session = nullptr;
     llm_status s = llm_session_create(model, &o.session, &session);
     if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+    // Repeat 0 uses the ids tools/bench_peer.py uses; later repeats shift
+    // them, since libllm 0.2 would reuse a repeated prompt's KV blocks from
+    // its prefix cache and skip most of the prefill being measured.
     std::vector<llm_token> prompt(o.n_prompt_bench);
-    for (int i = 0; i < o.n_prompt_bench; ++i) prompt[i] = (i * 7919 + 13) % info.n_vocab;
+    for (int i = 0; i < o.n_prompt_bench; ++i) {
+      prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + static_cast<int64_t>(rep) * 104729) %
+                                         info.n_vocab);
+    }
     auto t0 = Clock::now();
     s = llm_session_prefill(session, prompt.data(), prompt.size());
     auto t1 = Clock::now();
