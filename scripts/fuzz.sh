@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-all_targets="gguf_parse_fuzzer model_load_fuzzer tokenizer_fuzzer chat_format_fuzzer"
+all_targets="gguf_parse_fuzzer model_load_fuzzer tokenizer_fuzzer chat_format_fuzzer session_load_fuzzer"
 targets=${targets:-$all_targets}
 jobs=${JOBS:-2}
 
