@@ -2031,17 +2031,13 @@ TEST(AbiKvBudget, PrefillAndLoadPastTheBudgetAreKvFull) {
   llm_model_free(m);
 }
 
-// BUG (reported to the lead; DISABLED_ so that CI stays green): a decode step
-// that fails after sampling (KV_FULL here; OUT_OF_MEMORY in the scheduler
-// thread likewise, found by the OOM sweep) leaves the session without logits
-// (and its RNG advanced), so retrying the same decode once the pool has room
-// is refused with INVALID_ARGUMENT "no logits" instead of running; the caller
-// has to llm_session_rewind(s, n_tokens) first. Session::SubmitDecode clears
-// has_logits_ before the step runs and nothing restores it when the step
-// fails before writing anything (src/engine/session.cpp). Expected: a failed
-// decode changes nothing (as CONTEXT_FULL does), or the header documents the
-// rewind.
-TEST(AbiKvBudget, DISABLED_DecodeRetryAfterKvFullSucceeds) {
+// A decode step that fails before writing anything (KV_FULL here;
+// OUT_OF_MEMORY on the scheduler thread likewise, see the OOM sweep) changes
+// nothing: the logits stay and the RNG draw is undone, so the same decode
+// succeeds once the pool has room. (Found by this test and the OOM sweep:
+// before commit 407159e the session lost its logits and the retry was refused
+// with "no logits".)
+TEST(AbiKvBudget, DecodeRetryAfterKvFullSucceeds) {
   llm_model *probe = nullptr;
   ASSERT_LLM_OK(LoadBytes(Tiny().bytes, &probe));
   llm_kv_stats ks;
@@ -2076,7 +2072,7 @@ TEST(AbiKvBudget, DISABLED_DecodeRetryAfterKvFullSucceeds) {
   ASSERT_LLM_OK(llm_session_n_tokens(b, &n));
   EXPECT_EQ(n, bt);
   llm_session_free(a);  // room again
-  EXPECT_LLM_OK(llm_session_decode(b, &out));  // fails: "session has no logits"
+  EXPECT_LLM_OK(llm_session_decode(b, &out));
   llm_session_free(b);
   llm_model_free(m);
 }
