@@ -508,7 +508,7 @@ double FileBytes(const std::string& path) {
 }
 
 // llm bench --sessions LIST: one table row per session count, each the median
-// over -r rounds. The sessions share the model's n_threads (-t) for their
+// over -r rounds (interleaved: rounds of all counts, -r times). The sessions share the model's n_threads (-t) for their
 // (batched) forward passes; each session is driven by its own thread, which
 // mostly waits.
 int BenchSessions(Options& o) {
@@ -541,32 +541,50 @@ int BenchSessions(Options& o) {
   std::fflush(stdout);
   double single_tps = 0;
   int salt = 0;  // sessions started so far: every prompt of the run is new
-  for (int n : o.bench_sessions) {
-    std::vector<double> tps, mean_itl, p99_itl, rows;
-    for (int rep = 0; rep < o.repeats; ++rep) {
+  // Rounds are interleaved (every session count once per repeat) so that a
+  // change of the machine's load during the run hits all rows alike; the
+  // speed-up is the median over repeats of that round's ratio to N=1.
+  struct Row {
+    std::vector<double> tps, mean_itl, p99_itl, rows, speedup;
+  };
+  std::vector<Row> table(o.bench_sessions.size());
+  const auto one = std::find(o.bench_sessions.begin(), o.bench_sessions.end(), 1);
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    std::vector<double> round_tps(o.bench_sessions.size());
+    for (size_t k = 0; k < o.bench_sessions.size(); ++k) {
+      const int n = o.bench_sessions[k];
       SessionsResult r;
       const llm_status s = RunSessionsRound(model, o, info.n_vocab, n, salt, &r);
       salt += n;
       if (s != LLM_OK) return llm_model_free(model), 1;
-      tps.push_back(r.aggregate_tps);
-      mean_itl.push_back(r.mean_itl_ms);
-      p99_itl.push_back(r.p99_itl_ms);
-      rows.push_back(r.mean_batch_rows);
+      round_tps[k] = r.aggregate_tps;
+      table[k].tps.push_back(r.aggregate_tps);
+      table[k].mean_itl.push_back(r.mean_itl_ms);
+      table[k].p99_itl.push_back(r.p99_itl_ms);
+      table[k].rows.push_back(r.mean_batch_rows);
       if (!o.quiet) {
-        std::fprintf(stderr, "sessions %d round %d: prefill %.0f ms, decode %.1f tok/s\n", n, rep + 1, r.prefill_ms,
+        std::fprintf(stderr, "round %d, %d sessions: prefill %.0f ms, decode %.1f tok/s\n", rep + 1, n, r.prefill_ms,
                      r.aggregate_tps);
       }
     }
-    const double agg = median(tps);
+    if (one != o.bench_sessions.end()) {
+      const double base = round_tps[one - o.bench_sessions.begin()];
+      for (size_t k = 0; k < table.size(); ++k) table[k].speedup.push_back(round_tps[k] / base);
+    }
+  }
+  for (size_t k = 0; k < table.size(); ++k) {
+    const int n = o.bench_sessions[k];
+    const Row& row = table[k];
+    const double agg = median(row.tps);
     if (n == 1) single_tps = agg;
     char speedup[32] = "-";
-    if (single_tps > 0) std::snprintf(speedup, sizeof(speedup), "%.2fx", agg / single_tps);
-    std::printf("| %d | %.1f | %.2f | %.2f | %.2f | %s |", n, agg, agg / n, median(mean_itl), median(p99_itl),
-                speedup);
-    if (batched) std::printf(" %.2f |", median(rows));
+    if (!row.speedup.empty()) std::snprintf(speedup, sizeof(speedup), "%.2fx", median(row.speedup));
+    std::printf("| %d | %.1f | %.2f | %.2f | %.2f | %s |", n, agg, agg / n, median(row.mean_itl),
+                median(row.p99_itl), speedup);
+    if (batched) std::printf(" %.2f |", median(row.rows));
     std::printf("\n");
-    std::fflush(stdout);
   }
+  std::fflush(stdout);
   if (single_tps > 0) {
     // Decode of one session reads every weight once per token; the file size
     // (weights plus a little metadata) stands for the bytes read.
