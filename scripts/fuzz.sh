@@ -71,7 +71,8 @@ if [ "$coverage" = 1 ]; then
     if [ -z "$first" ]; then first="$dir/fuzz/$t"; else objs+=(-object "$dir/fuzz/$t"); fi
   done
   llvm-cov-14 report "$first" "${objs[@]}" -instr-profile="$dir/fuzz.profdata" \
-    "$root/src/format" "$root/src/tokenizer" "$root/src/engine/model.cpp" "$root/src/model"
+    "$root/src/format" "$root/src/tokenizer" "$root/src/engine/model.cpp" "$root/src/model" \
+    "$root/src/engine/session_state.cpp" "$root/src/engine/model_fingerprint.cpp"
   exit 0
 fi
 
