@@ -527,7 +527,8 @@ int BenchSessions(Options& o) {
   if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    // Mean of the two middle values for an even count (-r 2 is common).
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
   };
   llm_batch_stats probe;
   const bool batched = ReadBatchStats(model, &probe);
