@@ -106,35 +106,54 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
   logits_valid_at_submit_ = has_logits_ && adopted == 0;
   rng_at_submit_ = rng_;
   has_logits_ = false;
-  pending_ = Pending::kPrefill;
-  return SubmitStep();
+  return SubmitStep(Pending::kPrefill);
 }
 
 absl::Status Session::SubmitDecode() {
   if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
   LLM_RETURN_IF_ERROR(CheckCanDecode());
   rng_at_submit_ = rng_;
-  const int32_t token = sampler_->Sample(logits_, tokens_, rng_);
-  step_tokens_.assign(1, token);
-  tokens_.reserve(tokens_.size() + 1);
+  try {
+    const int32_t token = sampler_->Sample(logits_, tokens_, rng_);
+    step_tokens_.assign(1, token);
+    tokens_.reserve(tokens_.size() + 1);
+  } catch (...) {  // std::bad_alloc: the draw is undone as well
+    rng_ = rng_at_submit_;
+    throw;
+  }
   history_at_submit_ = tokens_.size();
   logits_valid_at_submit_ = true;
   has_logits_ = false;
-  pending_ = Pending::kDecode;
-  return SubmitStep();
+  return SubmitStep(Pending::kDecode);
 }
 
-absl::Status Session::SubmitStep() {
-  absl::Status submitted = Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
-  if (!cancel_requested_.load(std::memory_order_relaxed)) {
-    submitted = model_->scheduler().Submit(&client_, step_tokens_);
+absl::Status Session::SubmitStep(Pending kind) {
+  // Until the scheduler holds the step, every way out (an error status or an
+  // exception such as std::bad_alloc) undoes the submit, so the session is
+  // never left waiting for a step that does not exist.
+  struct UndoUnlessSubmitted {
+    Session* s;
+    bool submitted = false;
+    ~UndoUnlessSubmitted() {
+      if (!submitted) s->UndoSubmit();
+    }
+  } guard{this};
+  if (cancel_requested_.load(std::memory_order_relaxed)) {
+    return Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
   }
-  if (!submitted.ok()) return Collect(submitted, nullptr);
+  LLM_RETURN_IF_ERROR(model_->scheduler().Submit(&client_, step_tokens_));
+  guard.submitted = true;
+  pending_ = kind;
   // Cancel() sets the flag before asking the scheduler: if it ran between
   // the check above and Submit, its scheduler call found nothing to cancel,
   // and this one does it.
   if (cancel_requested_.load(std::memory_order_relaxed)) model_->scheduler().Cancel(&client_);
   return absl::OkStatus();
+}
+
+void Session::UndoSubmit() noexcept {
+  has_logits_ = logits_valid_at_submit_;
+  rng_ = rng_at_submit_;
 }
 
 absl::Status Session::Collect(const absl::Status& status, int32_t* token) {
@@ -143,8 +162,7 @@ absl::Status Session::Collect(const absl::Status& status, int32_t* token) {
   if (!status.ok() && tokens_.size() == history_at_submit_) {
     // Nothing of the step ran: undo the submit (the sampled token's RNG
     // draw included), so a retry behaves as the first attempt would have.
-    has_logits_ = logits_valid_at_submit_;
-    rng_ = rng_at_submit_;
+    UndoSubmit();
   }
   if (token != nullptr) *token = decode && status.ok() ? step_tokens_[0] : -1;
   return status;

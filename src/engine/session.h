@@ -96,20 +96,20 @@ class Session {
 
  private:
   friend class ModelExecutor;  // the scheduler thread's side, below
+  enum class Pending { kNone, kPrefill, kDecode };
   Session() = default;
   absl::Status Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
                     uint64_t seed, const SamplerConfig& sampler);
   absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
   absl::Status CheckCanDecode() const;
-  absl::Status SubmitStep();  // step_tokens_ -> scheduler
+  absl::Status SubmitStep(Pending kind);  // step_tokens_ -> scheduler
+  void UndoSubmit() noexcept;  // back to the state before Submit*()
   absl::Status Collect(const absl::Status& status, int32_t* token);
 
   // Scheduler thread, while a step of this session is in a pass.
   absl::Status PrepareChunk(int64_t n);
   SequenceStep StepFor(const ScheduledChunk& chunk);
   void CommitChunk(const ScheduledChunk& chunk);
-
-  enum class Pending { kNone, kPrefill, kDecode };
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_ = 0;

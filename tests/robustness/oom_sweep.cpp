@@ -94,21 +94,14 @@ int32_t Collect(const char* text, size_t len, void* user) {
     return false;                                                                           \
   }()
 
-// KNOWN BUG (reported to the lead; strict check:
-// OomSweep.DISABLED_FailedSubmitLeavesNoStepPending): when an allocation fails
-// inside Session::SubmitStep (it builds its CANCELLED status eagerly, after
-// pending_ is set), the call returns OUT_OF_MEMORY but the session stays
-// "step pending": every later call is BUSY until llm_session_wait collects the
-// phantom step. Until that is fixed the sweep counts such cases and collects
-// the step, so that the rest of the path is still checked.
-int64_t g_stuck_steps = 0;
-void ClearStuckStep(llm_session* s, int64_t n, const char* failed_step) {
+// After a failure the session must not be left "step pending" (every later
+// call would be BUSY): an allocation failing inside the submit path must undo
+// the submit (Session::SubmitStep; strict per-allocation check:
+// OomSweep.FailedSubmitLeavesNoStepPending).
+void ExpectNoStuckStep(llm_session* s, int64_t n, const char* failed_step) {
   size_t have = 0;
-  if (llm_session_n_tokens(s, &have) != LLM_ERR_BUSY) return;
-  ++g_stuck_steps;
-  std::printf("known bug: step left pending after a failure at N = %lld in %s\n",
-              static_cast<long long>(n), failed_step);
-  (void)llm_session_wait(s, nullptr);
+  EXPECT_NE(llm_session_n_tokens(s, &have), LLM_ERR_BUSY)
+      << "step left pending after a failure at N = " << n << " in " << failed_step;
 }
 
 struct RunResult {
@@ -237,7 +230,7 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
     EXPECT_EQ(llm_session_create(model, &sp, &session), LLM_OK) << llm_last_error();
   }
   if (session != nullptr) {
-    ClearStuckStep(session, n, failed_step);
+    ExpectNoStuckStep(session, n, failed_step);
     size_t have = 0;
     EXPECT_EQ(llm_session_n_tokens(session, &have), LLM_OK);
     if (have + 16 > 64) {
@@ -253,7 +246,7 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
     }
     // A decode step that failed (OUT_OF_MEMORY) changed nothing: the same
     // decode succeeds now.
-    ClearStuckStep(child, n, failed_step);
+    ExpectNoStuckStep(child, n, failed_step);
     EXPECT_EQ(llm_session_decode(child, &out), LLM_OK)
         << "fork after a failure at N = " << n << " in " << failed_step << ": "
         << llm_last_error();
@@ -262,7 +255,7 @@ RunResult RunOnce(const std::string& path, int64_t n, int n_decode) {
     if (second == nullptr) {
       EXPECT_EQ(llm_session_create(model, &sp, &second), LLM_OK) << llm_last_error();
     } else {
-      ClearStuckStep(second, n, failed_step);
+      ExpectNoStuckStep(second, n, failed_step);
     }
     EXPECT_EQ(llm_session_load(second, saved.data(), saved_size), LLM_OK)
         << "load after a failure at N = " << n << " in " << failed_step << ": "
@@ -314,25 +307,16 @@ TEST(OomSweep, TinyModelEveryAllocationFailsCleanly) {
               llm_oom::HooksMalloc() ? "hooked" : "not hooked (ASan)",
               static_cast<long long>(n - 1), static_cast<long long>(failures),
               static_cast<long long>(elsewhere));
-  std::printf("known bug (SubmitStep): %lld runs left a step pending\n",
-              static_cast<long long>(g_stuck_steps));
   EXPECT_GT(elsewhere, 0) << "no allocation of the scheduler thread was injected";
   EXPECT_LE(n, limit) << "the sweep did not reach a clean run";
   EXPECT_GT(failures, 0) << "no injected failure surfaced: is the hook active?";
 }
 
-// BUG (reported to the lead; DISABLED_ so that CI stays green): every
-// allocation of one blocking llm_session_decode (and of a prefill) fails in
-// turn; after an OUT_OF_MEMORY the session must not be left with a step
-// pending. Session::SubmitStep (src/engine/session.cpp, since 407159e) builds
-// `Error(LLM_ERR_CANCELLED, ...)` before checking the cancel flag, after
-// pending_ was set; when that allocation throws, bad_alloc leaves SubmitStep
-// with pending_ still set, the API returns OUT_OF_MEMORY, and every later call
-// on the session is LLM_ERR_BUSY ("a step ... is pending") until someone calls
-// llm_session_wait for a step that was never submitted. Fix: build the status
-// only on the cancel path (or make the submit path exception-safe: reset
-// pending_ on any exit without a submitted step).
-TEST(OomSweep, DISABLED_FailedSubmitLeavesNoStepPending) {
+// Every allocation of one blocking llm_session_decode (and of a prefill)
+// fails in turn; after an OUT_OF_MEMORY the session must not be left with a
+// step pending (found by this sweep: Session::SubmitStep once built a status
+// after marking the step pending, and a throw there left it so).
+TEST(OomSweep, FailedSubmitLeavesNoStepPending) {
   ASSERT_TRUE(Exists(TinyPath())) << TinyPath();
   llm_model_params mp;
   llm_model_params_init(&mp);
