@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "engine/model.h"
+#include "engine/session.h"
 #include "format/gguf.h"
 #include "gtest/gtest.h"
 #include "tokenizer/chat_template.h"
@@ -92,6 +95,46 @@ TEST(FuzzCorpusReplay, ChatTemplateDetect) {
     auto out = FormatChat(ChatTemplate::kChatML, msgs, true, "");
     EXPECT_TRUE(out.ok()) << path;
   }
+}
+
+// Saved-session buffers (fuzz/session_load_fuzzer.cpp: byte 0 is the mode:
+// bit 0 re-computes the CRC-32 trailer, bit 1 loads into an F32-cache
+// session; the rest is the buffer), loaded into a fresh session of the tiny
+// model: a status with a message, or a session that holds what it says.
+TEST(FuzzCorpusReplay, SessionLoad) {
+  const auto files = CorpusFiles("session_load_fuzzer");
+  ASSERT_FALSE(files.empty()) << "fuzz/corpus/session_load_fuzzer is missing";
+  ModelLoadOptions options;
+  options.n_threads = 1;
+  auto model = Model::LoadFile(std::string(LLM_TEST_DATA_DIR) + "/tiny/tiny-llama-Q8_0.gguf", options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  int ok = 0;
+  for (const std::string& path : files) {
+    std::vector<uint8_t> bytes = ReadAll(path);
+    if (bytes.empty()) continue;
+    const uint8_t mode = bytes[0];
+    bytes.erase(bytes.begin());
+    if ((mode & 1) != 0 && bytes.size() >= 4) {
+      const uLong crc = crc32(0L, bytes.data(), static_cast<uInt>(bytes.size() - 4));
+      for (int i = 0; i < 4; ++i) bytes[bytes.size() - 4 + i] = static_cast<uint8_t>(crc >> (8 * i));
+    }
+    SessionOptions so;
+    so.n_ctx = 48;
+    so.kv_type = (mode & 2) != 0 ? KvType::kF32 : KvType::kF16;
+    auto session = Session::Create(*model, so);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const absl::Status st = (*session)->Load(bytes.data(), bytes.size());
+    if (st.ok()) {
+      ++ok;
+      EXPECT_LE(static_cast<int64_t>((*session)->tokens().size()), (*session)->n_ctx()) << path;
+      EXPECT_EQ((*session)->kv().n_positions(), static_cast<int64_t>((*session)->tokens().size()))
+          << path;
+    } else {
+      EXPECT_FALSE(st.message().empty()) << path;
+      EXPECT_TRUE((*session)->tokens().empty()) << path;
+    }
+  }
+  EXPECT_GT(ok, 0) << "no corpus buffer loads: the seeds are gone";
 }
 
 }  // namespace
