@@ -100,8 +100,7 @@ LLM_API void llm_model_free(llm_model* model) { llm::api::FreeModel(model); }
 LLM_API llm_status llm_model_info_init(llm_model_info* info) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
-  std::memset(info, 0, sizeof *info);
-  info->struct_size = sizeof *info;
+  *info = llm::api::ZeroedStruct<llm_model_info>();
   return LLM_OK;
   LLM_API_END
 }
@@ -118,9 +117,7 @@ LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* in
   const llm::Model& m = *mp;
   const llm::LlamaHParams& hp = m.hparams();
   const llm::Tokenizer& tok = m.tokenizer();
-  llm_model_info out;
-  std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
+  llm_model_info out = llm::api::ZeroedStruct<llm_model_info>();
   out.vocab_only = m.vocab_only() ? 1 : 0;
   out.n_params = m.n_params();
   out.n_ctx_train = static_cast<int32_t>(hp.n_ctx_train);
@@ -177,8 +174,7 @@ extern "C" {
 LLM_API llm_status llm_kv_stats_init(llm_kv_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  std::memset(stats, 0, sizeof *stats);
-  stats->struct_size = sizeof *stats;
+  *stats = llm::api::ZeroedStruct<llm_kv_stats>();
   return LLM_OK;
   LLM_API_END
 }
@@ -193,9 +189,7 @@ LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stat
   if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no KV pool");
   const llm::KvPoolStats p = m->kv_pool().Stats();
   const llm::KvLayout layout = m->kv_layout();
-  llm_kv_stats out;
-  std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
+  llm_kv_stats out = llm::api::ZeroedStruct<llm_kv_stats>();
   out.block_tokens = static_cast<uint32_t>(llm::KvLayout::block_tokens(llm::KvType::kF16));
   out.budget_bytes = p.budget_bytes;
   out.block_bytes = p.block_bytes;
@@ -216,8 +210,7 @@ LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stat
 LLM_API llm_status llm_batch_stats_init(llm_batch_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  std::memset(stats, 0, sizeof *stats);
-  stats->struct_size = sizeof *stats;
+  *stats = llm::api::ZeroedStruct<llm_batch_stats>();
   return LLM_OK;
   LLM_API_END
 }
@@ -231,9 +224,7 @@ LLM_API llm_status llm_model_batch_stats(const llm_model* model, llm_batch_stats
   LLM_CHECK_ARG(m != nullptr, "model is not a live model handle");
   if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no batcher");
   const llm::SchedulerStats s = m->scheduler().stats();
-  llm_batch_stats out;
-  std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
+  llm_batch_stats out = llm::api::ZeroedStruct<llm_batch_stats>();
   out.iterations = s.iterations;
   out.decode_iterations = s.decode_iterations;
   out.decode_rows = s.decode_rows;

@@ -309,8 +309,7 @@ LLM_API llm_status llm_session_load(llm_session* session, const void* buf, size_
 LLM_API llm_status llm_session_stats_init(llm_session_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  std::memset(stats, 0, sizeof *stats);
-  stats->struct_size = sizeof *stats;
+  *stats = llm::api::ZeroedStruct<llm_session_stats>();
   return LLM_OK;
   LLM_API_END
 }
@@ -320,9 +319,7 @@ LLM_API llm_status llm_session_get_stats(const llm_session* session, llm_session
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
   LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_session_stats),
                 "stats->struct_size is too small (call llm_session_stats_init)");
-  llm_session_stats out;
-  std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
+  llm_session_stats out = llm::api::ZeroedStruct<llm_session_stats>();
   llm_status st = llm::api::WithSessionUnleased(
       session,
       [](llm::Session& s, void* arg) {

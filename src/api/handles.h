@@ -108,6 +108,16 @@ llm_status ReadParams(const T* user, const T& defaults, size_t min_size, const c
   return LLM_OK;
 }
 
+// An output struct zero-filled with its struct_size set (the *_init
+// functions, and the value a getter fills before copying it out).
+template <typename T>
+T ZeroedStruct() {
+  T out;
+  std::memset(static_cast<void*>(&out), 0, sizeof out);
+  out.struct_size = sizeof out;
+  return out;
+}
+
 // Copies text (plus NUL when nul_terminate) into a caller buffer following the
 // capacity rule; *len_out receives the length without NUL.
 llm_status CopyOut(const std::string& text, bool nul_terminate, char* buf, size_t capacity,

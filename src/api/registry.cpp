@@ -113,17 +113,28 @@ void FreeSession(llm_session* handle) noexcept {
   }
 }
 
-llm_status SessionLease::Acquire(const llm_session* handle) {
+namespace {
+
+// The live entry behind a session handle (r.mu held), or a failure status.
+llm_status FindSessionLocked(Registry& r, const llm_session* handle, SessionEntry** out) {
   if (handle == nullptr) return Fail(LLM_ERR_INVALID_ARGUMENT, "session must not be NULL");
-  Registry& r = R();
-  std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.sessions.find(reinterpret_cast<uintptr_t>(handle));
   if (it == r.sessions.end()) {
     return Fail(LLM_ERR_INVALID_ARGUMENT,
                 "session is not a live session handle (freed, or never returned by "
                 "llm_session_create)");
   }
-  SessionEntry* e = it->second;
+  *out = it->second;
+  return LLM_OK;
+}
+
+}  // namespace
+
+llm_status SessionLease::Acquire(const llm_session* handle) {
+  Registry& r = R();
+  std::lock_guard<std::mutex> lock(r.mu);
+  SessionEntry* e = nullptr;
+  if (llm_status st = FindSessionLocked(r, handle, &e); st != LLM_OK) return st;
   if (e->busy) {
     return Fail(LLM_ERR_BUSY,
                 "session is in use by another call (another thread, or a callback of a call "
@@ -151,16 +162,11 @@ bool SessionLease::free_requested() const {
 }
 
 llm_status WithSessionUnleased(const llm_session* handle, void (*fn)(Session&, void*), void* arg) {
-  if (handle == nullptr) return Fail(LLM_ERR_INVALID_ARGUMENT, "session must not be NULL");
   Registry& r = R();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.sessions.find(reinterpret_cast<uintptr_t>(handle));
-  if (it == r.sessions.end()) {
-    return Fail(LLM_ERR_INVALID_ARGUMENT,
-                "session is not a live session handle (freed, or never returned by "
-                "llm_session_create)");
-  }
-  fn(*it->second->session, arg);
+  SessionEntry* e = nullptr;
+  if (llm_status st = FindSessionLocked(r, handle, &e); st != LLM_OK) return st;
+  fn(*e->session, arg);
   return LLM_OK;
 }
 
