@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/dequantize.h"
+#include "backend/cpu/quant_matmul_kernels.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -250,6 +252,45 @@ TEST(QuantMatMulTest, NonFiniteActivationsGiveNaN) {
     std::vector<float> y(2);
     ASSERT_TRUE(QuantMatMul(t, w.data(), rb, 2, 64, x.data(), 64, 1, y.data(), 2, nullptr).ok());
     EXPECT_FALSE(std::isfinite(y[0])) << Name(t);
+  }
+}
+
+// The AVX-512 activation quantizer must give the scalar one's bytes and
+// scales bit for bit (both reproduce ggml's quantize_row_q8_x), on random
+// rows of several magnitudes and on the edge cases: exact ties of x * id at
+// k + 0.5 (round half to even), zero blocks, -0.0, inf/NaN blocks, values
+// whose f16 scale overflows or is subnormal.
+TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(FreshSeed());
+  std::vector<std::vector<float>> rows;
+  for (float scale : {1e-30f, 1e-6f, 1.0f, 37.5f, 1e6f, 3e38f}) {
+    rows.push_back(RandomVector(rng, 32 * 7));
+    for (float& v : rows.back()) v *= scale;
+  }
+  // Ties: amax = 127 -> id = 1, so x * id = x exactly; halves round to even.
+  std::vector<float> ties(64);
+  for (int j = 0; j < 64; ++j) ties[j] = -15.5f + static_cast<float>(j) * 0.5f;
+  ties[0] = 127.0f;
+  ties[32] = -127.0f;
+  rows.push_back(ties);
+  std::vector<float> special(32 * 4, 0.0f);
+  special[5] = -0.0f;                                       // block 0: zeros and -0
+  for (int j = 32; j < 64; ++j) special[j] = 0.25f * static_cast<float>(j);
+  special[40] = INFINITY;                                   // block 1: inf
+  for (int j = 64; j < 96; ++j) special[j] = static_cast<float>(j);
+  special[70] = NAN;                                        // block 2: NaN
+  for (int j = 96; j < 128; ++j) special[j] = -1e-3f * static_cast<float>(j);  // block 3
+  rows.push_back(special);
+  for (const std::vector<float>& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<int8_t> q_s(n), q_v(n);
+    std::vector<float> ds_s(2 * n / 32), ds_v(2 * n / 32);
+    qmm::QuantizeRowQ8Scalar(x.data(), n, q_s.data(), ds_s.data());
+    qmm::QuantizeRowQ8Avx512(x.data(), n, q_v.data(), ds_v.data());
+    EXPECT_EQ(q_v, q_s);
+    ASSERT_EQ(std::memcmp(ds_v.data(), ds_s.data(), ds_s.size() * sizeof(float)), 0)
+        << "first x " << x[0];
   }
 }
 

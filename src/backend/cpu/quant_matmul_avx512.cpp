@@ -30,6 +30,42 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 namespace qmm {
 Kernel Avx512Kernel(DType t) { return KernelFor(t); }
+
+// QuantizeRowQ8Scalar's arithmetic, 16 lanes at a time: the max is exact in
+// any order, x * id is one IEEE product per element either way, roundscale
+// NEAREST is round-half-to-even like nearbyint in the default mode, the clamp
+// and the integer sum are exact, and the f16 roundings use the hardware
+// conversion (RNE), as F32ToF16 does.
+void QuantizeRowQ8Avx512(const float* x, int64_t n, int8_t* q, float* ds) {
+  const __m512 sign_mask = _mm512_set1_ps(-0.0f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < n / kActBlock; ++b) {
+    const float* xb = x + b * kActBlock;
+    int8_t* qb = q + b * kActBlock;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    // QNaN | +Inf | -Inf | SNaN
+    if ((_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      ds[2 * b] = ds[2 * b + 1] = __builtin_nanf("");
+      continue;
+    }
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_andnot_ps(sign_mask, v0), _mm512_andnot_ps(sign_mask, v1)));
+    const float db = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, vid), kNearest));
+    __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, vid), kNearest));
+    i0 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i0));
+    i1 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(i1));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    ds[2 * b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
+    ds[2 * b + 1] = _cvtsh_ss(_cvtss_sh(db * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
 }  // namespace qmm
 }  // namespace llm
 

@@ -45,6 +45,13 @@ Kernel ScalarKernel(DType t);
 Kernel Avx2Kernel(DType t);
 Kernel Avx512Kernel(DType t);
 
+// Quantizes one row of n (a multiple of 32) activations into q [n] and the
+// (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see
+// quant_matmul.cpp). The AVX-512 version (quant_matmul_avx512.cpp; call it
+// only at that level) produces the same bytes and floats.
+void QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds);
+void QuantizeRowQ8Avx512(const float* x, int64_t n, int8_t* q, float* ds);
+
 // Scalar helpers shared by the levels (defined in quant_matmul_scalar.cpp).
 // Dequantizes one weight row of n elements of type t into out (f32).
 void DequantizeRowForDot(DType t, const void* row, int64_t n, float* out);
