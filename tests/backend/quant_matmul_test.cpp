@@ -294,5 +294,40 @@ TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
   }
 }
 
+// The AVX-512 batch kernel for the 8-bit-activation types (two rows per
+// register) must give the AVX2 (ggml vec_dot order) kernel's outputs bit for
+// bit, for every row count (pairs, tiles of 8, a leftover row).
+TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(FreshSeed());
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    for (int64_t n_rows : {2, 3, 5, 8, 9, 16, 17, 70}) {
+      const int64_t n_in = 32 * 11, n_out = 13;
+      const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
+      std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
+      std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
+      for (int64_t r = 0; r < n_rows; ++r) {
+        qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
+                                 ds.data() + 2 * r * (n_in / 32));
+      }
+      qmm::Acts acts;
+      acts.x = x.data();
+      acts.x_stride = static_cast<size_t>(n_in);
+      acts.n_rows = n_rows;
+      acts.n_in = n_in;
+      acts.q = q.data();
+      acts.ds = ds.data();
+      acts.n_blocks = n_in / 32;
+      std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()), scratch(n_in);
+      qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
+      qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());
+      ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0)
+          << Name(t) << " n_rows " << n_rows;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llm

@@ -24,17 +24,19 @@ constexpr int64_t kRowsPerTask = 16;
 // Below this many multiply-adds the pool costs more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
-qmm::Kernel PickKernel(DType t) {
+qmm::Kernel PickKernel(DType t, int64_t n_rows) {
   const SimdLevel level = ActiveSimdLevel();
   qmm::Kernel k = nullptr;
-  // The 8-bit-activation types use the AVX2 kernel on AVX-512 machines too:
-  // it reproduces ggml-cpu's vec_dot_q4_x_q8_x bit for bit (ggml has no
-  // AVX-512 variant of these), while the AVX-512 pair kernel accumulates odd
-  // and even blocks in separate lanes. On SmolLM2 the f32 ulp differences of
-  // a different order flip activation-quantization roundings downstream and
-  // move the logits by ~0.2 (see tools/exact_forward.py), so agreement with
-  // llama.cpp is worth the AVX-512 kernel's extra speed.
-  if (level == SimdLevel::kAvx512 && !qmm::UsesQuantizedActs(t)) k = qmm::Avx512Kernel(t);
+  // The 8-bit-activation types run one row on the AVX2 kernel on AVX-512
+  // machines too: it reproduces ggml-cpu's vec_dot_q4_x_q8_x bit for bit
+  // (ggml has no AVX-512 variant of these); a different order would flip
+  // activation-quantization roundings downstream and move SmolLM2's logits by
+  // ~0.2 (tools/exact_forward.py). Batches take the AVX-512 pair kernel,
+  // which computes each row with exactly that sequence, two rows per
+  // register (quant_matmul_avx512.cpp).
+  if (level == SimdLevel::kAvx512 && (!qmm::UsesQuantizedActs(t) || n_rows >= 2)) {
+    k = qmm::Avx512Kernel(t);
+  }
   if (k == nullptr && level != SimdLevel::kScalar) k = qmm::Avx2Kernel(t);
   if (k == nullptr) k = qmm::ScalarKernel(t);
   return k;
@@ -91,7 +93,7 @@ namespace {
 absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                  const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
                  ThreadPool* pool) {
-  const qmm::Kernel kernel = PickKernel(wtype);
+  const qmm::Kernel kernel = PickKernel(wtype, n_rows);
   if (kernel == nullptr) {
     return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
                   static_cast<int>(wtype));
