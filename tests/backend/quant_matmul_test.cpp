@@ -320,6 +320,10 @@ TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
       acts.q = q.data();
       acts.ds = ds.data();
       acts.n_blocks = n_in / 32;
+      std::vector<float> by_block(static_cast<size_t>(2 * n_rows * (n_in / 32)));
+      qmm::TransposeScales(acts, by_block.data(), by_block.data() + n_rows * (n_in / 32));
+      acts.d_by_block = by_block.data();
+      acts.s_by_block = by_block.data() + n_rows * (n_in / 32);
       std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()), scratch(n_in);
       qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
       qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());

@@ -56,6 +56,15 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
+void qmm::TransposeScales(const Acts& acts, float* d_by_block, float* s_by_block) {
+  for (int64_t r = 0; r < acts.n_rows; ++r) {
+    for (int64_t b = 0; b < acts.n_blocks; ++b) {
+      d_by_block[b * acts.n_rows + r] = acts.ds[2 * (r * acts.n_blocks + b)];
+      s_by_block[b * acts.n_rows + r] = acts.ds[2 * (r * acts.n_blocks + b) + 1];
+    }
+  }
+}
+
 void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
   for (int64_t b = 0; b < n / qmm::kActBlock; ++b) {
     const float* xb = x + b * qmm::kActBlock;
@@ -104,7 +113,7 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
   acts.n_rows = n_rows;
   acts.n_in = n_in;
   std::vector<int8_t> q;
-  std::vector<float> ds;
+  std::vector<float> ds, scales_by_block;
   if (qmm::UsesQuantizedActs(wtype)) {
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
@@ -120,6 +129,12 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
+    if (n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512) {
+      scales_by_block.resize(static_cast<size_t>(2 * n_rows * nb));
+      qmm::TransposeScales(acts, scales_by_block.data(), scales_by_block.data() + n_rows * nb);
+      acts.d_by_block = scales_by_block.data();
+      acts.s_by_block = scales_by_block.data() + n_rows * nb;
+    }
   }
 
   auto run_rows = [&](int64_t o_begin, int64_t o_end) {

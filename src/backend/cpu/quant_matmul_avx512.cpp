@@ -35,15 +35,16 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 // the same horizontal sum and Q4_1 min-term fma), so every output equals the
 // one-row kernel's bit for bit (tests/backend/quant_matmul_test.cpp) while a
 // batch needs about half the instructions per row.
-template <DType T, int P>  // P pairs of rows: r0 .. r0 + 2P - 1
+template <DType T, int P>  // P pairs of rows: r0 .. r0 + 2P - 1 (P <= 8)
 void QuantPairTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, float* y,
                    size_t y_stride) {
+  static_assert(P >= 1 && P <= 8);
   __m512 acc[P];
-  __m128 accm[2 * P];  // Q4_1: sum of m * s over blocks (lane 1), per row
-  for (int p = 0; p < P; ++p) {
-    acc[p] = _mm512_setzero_ps();
-    accm[2 * p] = accm[2 * p + 1] = _mm_setzero_ps();
-  }
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  // Q4_1: the min term of row r0 + i accumulates in lane i, one fma per block
+  // as in QuantRowTile (there lane 1 of a per-row register).
+  __m512 accm = _mm512_setzero_ps();
+  const __mmask16 rows_mask = static_cast<__mmask16>((1u << (2 * P)) - 1);
   const int64_t nb = a.n_blocks;
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wu;
@@ -69,34 +70,37 @@ void QuantPairTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, 
     const __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));  // [dw, mw, 0, 0]
     const __m512i wu2 = _mm512_broadcast_i64x4(wu);
     const __m512 wd = _mm512_set1_ps(_mm_cvtss_f32(wdm));
+    // The activations' d of rows r0 .. r0 + 2P - 1 at this block.
+    const __m512 dx_rows = _mm512_maskz_loadu_ps(rows_mask, a.d_by_block + b * a.n_rows + r0);
+    const int8_t* xq = a.q + r0 * a.n_in + b * 32;
     for (int p = 0; p < P; ++p) {
-      const int64_t row0 = r0 + 2 * p, row1 = row0 + 1;
-      __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row0 * a.n_in + b * 32));
-      __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row1 * a.n_in + b * 32));
+      __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (2 * p) * a.n_in));
+      __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (2 * p + 1) * a.n_in));
       if constexpr (T != DType::kQ4_1) {
         x0 = _mm256_sign_epi8(x0, wsign);
         x1 = _mm256_sign_epi8(x1, wsign);
       }
       const __m512i xx = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
       const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu2, xx);
-      const float* ds0 = a.ds + 2 * (row0 * nb + b);
-      const float* ds1 = a.ds + 2 * (row1 * nb + b);
-      // [dw * dx(row0) x 8 | dw * dx(row1) x 8]: QuantRowTile's broadcast p.
-      const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(ds0[0]), _mm256_set1_ps(ds1[0]), 1);
+      // [dx(row 2p) x 8 | dx(row 2p+1) x 8], times dw: QuantRowTile's broadcast p.
+      const __m512i pick =
+          _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+      const __m512 dx = _mm512_permutexvar_ps(pick, dx_rows);
       acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, dx), _mm512_cvtepi32_ps(isum), acc[p]);
-      if constexpr (T == DType::kQ4_1) {
-        const __m128 xds0 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ds0)));
-        const __m128 xds1 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ds1)));
-        accm[2 * p] = _mm_fmadd_ps(wdm, xds0, accm[2 * p]);
-        accm[2 * p + 1] = _mm_fmadd_ps(wdm, xds1, accm[2 * p + 1]);
-      }
+    }
+    if constexpr (T == DType::kQ4_1) {
+      const __m512 sx_rows = _mm512_maskz_loadu_ps(rows_mask, a.s_by_block + b * a.n_rows + r0);
+      const __m512 mw = _mm512_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(wdm)));
+      accm = _mm512_fmadd_ps(mw, sx_rows, accm);
     }
   }
+  alignas(64) float mins[16];
+  _mm512_store_ps(mins, accm);
   for (int p = 0; p < P; ++p) {
     const __m256 halves[2] = {_mm512_castps512_ps256(acc[p]), _mm512_extractf32x8_ps(acc[p], 1)};
     for (int h = 0; h < 2; ++h) {
       __m128 total = _mm_set_ss(HSum256(halves[h]));
-      if constexpr (T == DType::kQ4_1) total = _mm_add_ss(total, _mm_movehdup_ps(accm[2 * p + h]));
+      if constexpr (T == DType::kQ4_1) total = _mm_add_ss(total, _mm_set_ss(mins[2 * p + h]));
       y[(r0 + 2 * p + h) * y_stride + o] = _mm_cvtss_f32(total);
     }
   }
@@ -111,6 +115,7 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
     for (int64_t o = o_begin; o < o_end; ++o) {
       const char* wrow = static_cast<const char*>(W) + o * row_bytes;
       int64_t r = rb;
+      for (; r + 16 <= re; r += 16) QuantPairTile<T, 8>(wrow, a, r, o, y, y_stride);
       for (; r + 8 <= re; r += 8) QuantPairTile<T, 4>(wrow, a, r, o, y, y_stride);
       for (; r + 2 <= re; r += 2) QuantPairTile<T, 1>(wrow, a, r, o, y, y_stride);
       for (; r < re; ++r) QuantRowTile<T, 1>(wrow, a, r, o, y, y_stride);

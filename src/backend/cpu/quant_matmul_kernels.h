@@ -29,7 +29,14 @@ struct Acts {
   const int8_t* q = nullptr;
   const float* ds = nullptr;
   int64_t n_blocks = 0;
+  // The same d and s values by block, for the AVX-512 batch kernel:
+  // [n_blocks][n_rows] each (TransposeScales). Null for the other kernels.
+  const float* d_by_block = nullptr;
+  const float* s_by_block = nullptr;
 };
+
+// Fills d_by_block / s_by_block ([n_blocks][n_rows] each) from acts.ds.
+void TransposeScales(const Acts& acts, float* d_by_block, float* s_by_block);
 
 // Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
 // scratch: n_in floats the kernel may use (one per calling thread).
