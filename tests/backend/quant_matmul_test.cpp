@@ -301,7 +301,7 @@ TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(FreshSeed());
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
-    for (int64_t n_rows : {2, 3, 5, 8, 9, 16, 17, 70}) {
+    for (int64_t n_rows : {2, 3, 4, 5, 6, 8, 9, 15, 16, 17, 31, 70}) {
       const int64_t n_in = 32 * 11, n_out = 13;
       const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);

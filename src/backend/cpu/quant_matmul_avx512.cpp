@@ -117,6 +117,7 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
       int64_t r = rb;
       for (; r + 16 <= re; r += 16) QuantPairTile<T, 8>(wrow, a, r, o, y, y_stride);
       for (; r + 8 <= re; r += 8) QuantPairTile<T, 4>(wrow, a, r, o, y, y_stride);
+      for (; r + 4 <= re; r += 4) QuantPairTile<T, 2>(wrow, a, r, o, y, y_stride);
       for (; r + 2 <= re; r += 2) QuantPairTile<T, 1>(wrow, a, r, o, y, y_stride);
       for (; r < re; ++r) QuantRowTile<T, 1>(wrow, a, r, o, y, y_stride);
     }
