@@ -86,6 +86,10 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
   // attached instead of computed. The last token is always computed, since
   // its logits are wanted.
   const int64_t have = static_cast<int64_t>(tokens_.size());
+  // Allocate first: from the adoption on, nothing below may fail half way
+  // (the scheduler thread, too, appends to the history without allocating).
+  tokens_.reserve(tokens_.size() + tokens.size());
+  step_tokens_.reserve(tokens.size());
   int64_t adopted = 0;
   if (have % kv_->block_tokens() == 0 &&
       static_cast<int64_t>(tokens.size()) > kv_->block_tokens()) {
@@ -96,14 +100,13 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
     adopted = kv_->AdoptCachedPrefix(all, static_cast<int64_t>(all.size()) - 1) - have;
     if (adopted > 0) {
       tokens_.insert(tokens_.end(), tokens.begin(), tokens.begin() + adopted);
+      has_logits_ = false;  // the history moved on
       cached_tokens_.fetch_add(static_cast<uint64_t>(adopted), std::memory_order_relaxed);
     }
   }
   step_tokens_.assign(tokens.begin() + adopted, tokens.end());
-  // The scheduler thread appends to the history without allocating.
-  tokens_.reserve(tokens_.size() + step_tokens_.size());
   history_at_submit_ = tokens_.size();
-  logits_valid_at_submit_ = has_logits_ && adopted == 0;
+  logits_valid_at_submit_ = has_logits_;
   rng_at_submit_ = rng_;
   has_logits_ = false;
   return SubmitStep(Pending::kPrefill);
