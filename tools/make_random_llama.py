@@ -34,6 +34,9 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_models  # noqa: E402  (the shared llama vocabulary)
+
 N_EMBD = 2048
 N_FF = 8192
 N_LAYER = 16
@@ -52,36 +55,7 @@ N_PARAMS = (2 * N_VOCAB * N_EMBD + N_EMBD
 
 
 def vocab():
-    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    seen = set(tokens)
-
-    def pieces():
-        yield "▁"
-        for c in letters:
-            yield "▁" + c
-        yield from letters
-        for a in letters:
-            for b in letters:
-                yield "▁" + a + b
-                yield a + b
-        for a in letters:
-            for b in letters:
-                for c in letters:
-                    yield "▁" + a + b + c
-                    yield a + b + c
-
-    for p in pieces():
-        if len(tokens) == N_VOCAB:
-            break
-        if p not in seen:
-            seen.add(p)
-            tokens.append(p)
-            types.append(gguf.TokenType.NORMAL)
-    assert len(tokens) == N_VOCAB and len(set(tokens)) == N_VOCAB
-    scores = [0.0] * 259 + [-float(i) for i in range(N_VOCAB - 259)]
-    return tokens, scores, [int(t) for t in types]
+    return make_tiny_models.vocab(N_VOCAB)
 
 
 def tensor_shapes():

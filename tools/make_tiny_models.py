@@ -137,24 +137,39 @@ def encode(x, qtype):
     return quants.quantize(x, qtype), qtype
 
 
-def vocab():
+def vocab(n_vocab=N_VOCAB):
+    """A llama (SentencePiece) vocabulary of n_vocab pieces: <unk>, <s>, </s>,
+    the 256 byte tokens, then letter pieces of growing length (with and
+    without the word-start mark). Also used by tools/make_random_llama.py."""
     tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
     letters = "abcdefghijklmnopqrstuvwxyz"
-    pieces = ["▁"] + ["▁" + c for c in letters] + list(letters)
-    for a in letters:
-        for b in letters:
-            pieces += ["▁" + a + b, a + b]
+
+    def pieces():
+        yield "▁"
+        for c in letters:
+            yield "▁" + c
+        yield from letters
+        for a in letters:
+            for b in letters:
+                yield "▁" + a + b
+                yield a + b
+        for a in letters:
+            for b in letters:
+                for c in letters:
+                    yield "▁" + a + b + c
+                    yield a + b + c
+
     seen = set(tokens)
-    for p in pieces:
-        if len(tokens) == N_VOCAB:
+    for p in pieces():
+        if len(tokens) == n_vocab:
             break
         if p not in seen:
             seen.add(p)
             tokens.append(p)
             types.append(gguf.TokenType.NORMAL)
-    assert len(tokens) == N_VOCAB and len(set(tokens)) == N_VOCAB
-    scores = [0.0] * 259 + [-float(i) for i in range(N_VOCAB - 259)]
+    assert len(tokens) == n_vocab and len(set(tokens)) == n_vocab
+    scores = [0.0] * 259 + [-float(i) for i in range(n_vocab - 259)]
     return tokens, scores, [int(t) for t in types]
 
 

@@ -24,11 +24,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const M
                   n_ctx);
   }
   std::unique_ptr<Session> s(new Session());
-  LLM_RETURN_IF_ERROR(s->Init(std::move(model), n_ctx, options.kv_type, options.seed, options.sampler));
+  s->Init(std::move(model), n_ctx, options.kv_type, options.seed, options.sampler);
   return s;
 }
 
-absl::Status Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
+void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
                            uint64_t seed, const SamplerConfig& sampler) {
   model_ = std::move(model);
   n_ctx_ = n_ctx;
@@ -39,10 +39,13 @@ absl::Status Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, Kv
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
   step_logits_.assign(logits_.size(), 0.0f);
+  AttachToScheduler();
+}
+
+void Session::AttachToScheduler() {
   client_.owner = this;
   model_->scheduler().Attach(&client_);
   attached_ = true;
-  return absl::OkStatus();
 }
 
 Session::~Session() {
@@ -284,9 +287,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {
   child->logits_ = logits_;
   child->step_logits_.assign(logits_.size(), 0.0f);
   child->has_logits_ = has_logits_;
-  child->client_.owner = child.get();
-  model_->scheduler().Attach(&child->client_);
-  child->attached_ = true;
+  child->AttachToScheduler();
   return child;
 }
 

@@ -98,8 +98,10 @@ class Session {
   friend class ModelExecutor;  // the scheduler thread's side, below
   enum class Pending { kNone, kPrefill, kDecode };
   Session() = default;
-  absl::Status Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type,
-                    uint64_t seed, const SamplerConfig& sampler);
+  void Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type, uint64_t seed,
+            const SamplerConfig& sampler);
+  // Registers with the model's scheduler (the last step of Init and Fork).
+  void AttachToScheduler();
   absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
   absl::Status CheckCanDecode() const;
   absl::Status SubmitStep(Pending kind);  // step_tokens_ -> scheduler
