@@ -296,13 +296,16 @@ TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
 
 // The AVX-512 batch kernel for the 8-bit-activation types (two rows per
 // register) must give the AVX2 (ggml vec_dot order) kernel's outputs bit for
-// bit, for every row count (pairs, tiles of 8, a leftover row).
+// bit, for every row count (pairs, tiles, a leftover row) and weight-row
+// remainder.
 TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(FreshSeed());
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
     for (int64_t n_rows : {2, 3, 4, 5, 6, 8, 9, 15, 16, 17, 31, 70}) {
-      const int64_t n_in = 32 * 11, n_out = 13;
+      // Every remainder of the 4 x 4 (weight rows x row pairs) tiles, and
+      // two groups of 16 weight rows (scales and Q4_1 min terms).
+      const int64_t n_in = 32 * 11, n_out = 29 + n_rows % 4;
       const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
       const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
@@ -320,10 +323,8 @@ TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
       acts.q = q.data();
       acts.ds = ds.data();
       acts.n_blocks = n_in / 32;
-      std::vector<float> by_block(static_cast<size_t>(2 * n_rows * (n_in / 32)));
-      qmm::TransposeScales(acts, by_block.data(), by_block.data() + n_rows * (n_in / 32));
-      acts.d_by_block = by_block.data();
-      acts.s_by_block = by_block.data() + n_rows * (n_in / 32);
+      qmm::PairBuffers pairs;
+      qmm::PackPairs(t, &acts, &pairs);
       std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()), scratch(n_in);
       qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
       qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());

@@ -56,13 +56,35 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
-void qmm::TransposeScales(const Acts& acts, float* d_by_block, float* s_by_block) {
-  for (int64_t r = 0; r < acts.n_rows; ++r) {
-    for (int64_t b = 0; b < acts.n_blocks; ++b) {
-      d_by_block[b * acts.n_rows + r] = acts.ds[2 * (r * acts.n_blocks + b)];
-      s_by_block[b * acts.n_rows + r] = acts.ds[2 * (r * acts.n_blocks + b) + 1];
+void qmm::PackPairs(DType t, Acts* acts, PairBuffers* buffers) {
+  const int64_t n_rows = acts->n_rows, nb = acts->n_blocks, n_pairs = (n_rows + 1) / 2;
+  const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+  buffers->q.assign(static_cast<size_t>(nb * n_pairs * 64), 0);
+  buffers->d.assign(static_cast<size_t>(nb * n_pairs * 16), 0.0f);
+  buffers->bias.assign(offset != 0 ? static_cast<size_t>(nb * n_pairs * 16) : 0, 0);
+  buffers->s.resize(static_cast<size_t>(nb * n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t half = r % 2;  // row 2p + half of pair p
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t pair = b * n_pairs + r / 2;
+      const int8_t* q = acts->q + r * acts->n_in + b * kActBlock;
+      std::copy(q, q + kActBlock, buffers->q.begin() + pair * 64 + half * 32);
+      const float d = acts->ds[2 * (r * nb + b)];
+      std::fill_n(buffers->d.begin() + pair * 16 + half * 8, 8, d);
+      if (offset != 0) {
+        for (int lane = 0; lane < 8; ++lane) {
+          const int32_t sum = q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3];
+          buffers->bias[pair * 16 + half * 8 + lane] = -offset * sum;
+        }
+      }
+      buffers->s[b * n_rows + r] = acts->ds[2 * (r * nb + b) + 1];
     }
   }
+  acts->n_pairs = n_pairs;
+  acts->pair_q = buffers->q.data();
+  acts->pair_d = buffers->d.data();
+  acts->pair_bias = offset != 0 ? buffers->bias.data() : nullptr;
+  acts->pair_s = buffers->s.data();
 }
 
 void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
@@ -113,7 +135,8 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
   acts.n_rows = n_rows;
   acts.n_in = n_in;
   std::vector<int8_t> q;
-  std::vector<float> ds, scales_by_block;
+  std::vector<float> ds;
+  qmm::PairBuffers pairs;
   if (qmm::UsesQuantizedActs(wtype)) {
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
@@ -130,10 +153,7 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
     acts.ds = ds.data();
     acts.n_blocks = nb;
     if (n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512) {
-      scales_by_block.resize(static_cast<size_t>(2 * n_rows * nb));
-      qmm::TransposeScales(acts, scales_by_block.data(), scales_by_block.data() + n_rows * nb);
-      acts.d_by_block = scales_by_block.data();
-      acts.s_by_block = scales_by_block.data() + n_rows * nb;
+      qmm::PackPairs(wtype, &acts, &pairs);
     }
   }
 

@@ -14,6 +14,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <array>
+#include <utility>
+
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 
@@ -27,99 +30,214 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 #include "backend/cpu/quant_matmul_simd.inc"
 
-// Batches (several activation rows): two rows share one 512-bit register,
-// row r in the low 256 bits and row r + 1 in the high 256 bits, and each
-// half goes through exactly the per-row sequence of QuantRowTile above
-// (the same exact integer lane sums -- vpdpbusd sums the same 4 products per
-// lane as maddubs + madd --, the same dw * dx product, one fmadd per lane,
-// the same horizontal sum and Q4_1 min-term fma), so every output equals the
-// one-row kernel's bit for bit (tests/backend/quant_matmul_test.cpp) while a
-// batch needs about half the instructions per row.
-template <DType T, int P>  // P pairs of rows: r0 .. r0 + 2P - 1 (P <= 8)
-void QuantPairTile(const char* wrow, const qmm::Acts& a, int64_t r0, int64_t o, float* y,
-                   size_t y_stride) {
-  static_assert(P >= 1 && P <= 8);
-  __m512 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  // Q4_1: the min term of row r0 + i accumulates in lane i, one fma per block
-  // as in QuantRowTile (there lane 1 of a per-row register).
-  __m512 accm = _mm512_setzero_ps();
-  const __mmask16 rows_mask = static_cast<__mmask16>((1u << (2 * P)) - 1);
-  const int64_t nb = a.n_blocks;
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i wu;
-    __m256i wsign = _mm256_setzero_si256();
-    uint32_t dm;
-    if constexpr (T == DType::kQ8_0) {
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
-      wu = _mm256_sign_epi8(w, w);
-      wsign = w;
-      dm = blk->d;
-    } else if constexpr (T == DType::kQ4_0) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(wrow) + b;
-      const __m256i w = _mm256_sub_epi8(UnpackNibbles(blk->qs), _mm256_set1_epi8(8));
-      wu = _mm256_sign_epi8(w, w);
-      wsign = w;
-      dm = blk->d;
-    } else {
-      const auto* blk = reinterpret_cast<const BlockQ4_1*>(wrow) + b;
-      wu = UnpackNibbles(blk->qs);
-      __builtin_memcpy(&dm, &blk->d, 4);
-    }
-    const __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));  // [dw, mw, 0, 0]
-    const __m512i wu2 = _mm512_broadcast_i64x4(wu);
-    const __m512 wd = _mm512_set1_ps(_mm_cvtss_f32(wdm));
-    // The activations' d of rows r0 .. r0 + 2P - 1 at this block.
-    const __m512 dx_rows = _mm512_maskz_loadu_ps(rows_mask, a.d_by_block + b * a.n_rows + r0);
-    const int8_t* xq = a.q + r0 * a.n_in + b * 32;
-    for (int p = 0; p < P; ++p) {
-      __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (2 * p) * a.n_in));
-      __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (2 * p + 1) * a.n_in));
-      if constexpr (T != DType::kQ4_1) {
-        x0 = _mm256_sign_epi8(x0, wsign);
-        x1 = _mm256_sign_epi8(x1, wsign);
+// Batches (several activation rows), in the same order as the one-row kernel
+// (ggml's vec_dot), so every output equals QuantRowTile's bit for bit
+// (tests/backend/quant_matmul_test.cpp) at about a third of its instructions.
+//
+// A pair of activation rows shares one 512-bit register: row 2p in the low
+// and row 2p + 1 in the high 256 bits (Acts::pair_*). Each half goes through
+// QuantRowTile's per-row sequence: the same exact integer lane sums, the same
+// f32(dw) * f32(dx) product, one fmadd per lane and block, the same horizontal
+// sum and Q4_1 min-term fma chain. The work is split so that the inner loop
+// costs four vector instructions per weight row, row pair and block:
+//   - vpdpbusd wants u8 x s8. Instead of QuantRowTile's sign trick (two
+//     vpsignb per row), the weights enter unsigned (Q4: the nibble, Q8_0:
+//     w + 128) and the lane accumulator starts at -offset * (sum of the 4
+//     activations), precomputed per pair (pair_bias). Integer sums are exact,
+//     so each lane ends at sum(w * q) as before.
+//   - The weight scales are converted to f32 once per 16 weight rows
+//     (ConvertWeightScales), and Q4_1's min terms (a chain of their own) are
+//     summed there for all activation rows at once (MinTerms), 16 chains side
+//     by side instead of one latency-bound chain per tile.
+//   - A tile (QuantPairTile) is R weight rows x P pairs: a weight block is
+//     unpacked once per P pairs, a pair's data loaded once per R rows.
+
+// Weight rows whose scales (and Q4_1 min terms) are prepared together.
+constexpr int64_t kScaleRows = 16;
+// Pairs per pass over the weights: a long batch (prefill) stays in cache.
+constexpr int64_t kPairBlock = 32;
+
+// The f16 scales of weight rows o .. o + rows - 1 as f32 (exact conversions,
+// as QuantRowTile's cvtph): d into wd [rows][nb], Q4_1's m into wm [rows][nb].
+template <DType T>
+void ConvertWeightScales(const void* W, size_t row_bytes, int64_t o, int64_t rows, int64_t nb,
+                         float* wd, float* wm) {
+  constexpr size_t kBlockBytes = T == DType::kQ8_0   ? sizeof(BlockQ8_0)
+                                 : T == DType::kQ4_0 ? sizeof(BlockQ4_0)
+                                                     : sizeof(BlockQ4_1);
+  alignas(32) uint16_t d16[16] = {}, m16[16] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* row = static_cast<const char*>(W) + (o + r) * row_bytes;
+    for (int64_t b = 0; b < nb; b += 16) {
+      const int n = nb - b < 16 ? static_cast<int>(nb - b) : 16;
+      for (int j = 0; j < n; ++j) {
+        // d is a block's first f16, Q4_1's m the second.
+        __builtin_memcpy(&d16[j], row + (b + j) * kBlockBytes, 2);
+        if constexpr (T == DType::kQ4_1) {
+          __builtin_memcpy(&m16[j], row + (b + j) * kBlockBytes + 2, 2);
+        }
       }
-      const __m512i xx = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
-      const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu2, xx);
-      // [dx(row 2p) x 8 | dx(row 2p+1) x 8], times dw: QuantRowTile's broadcast p.
-      const __m512i pick =
-          _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-      const __m512 dx = _mm512_permutexvar_ps(pick, dx_rows);
-      acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, dx), _mm512_cvtepi32_ps(isum), acc[p]);
-    }
-    if constexpr (T == DType::kQ4_1) {
-      const __m512 sx_rows = _mm512_maskz_loadu_ps(rows_mask, a.s_by_block + b * a.n_rows + r0);
-      const __m512 mw = _mm512_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(wdm)));
-      accm = _mm512_fmadd_ps(mw, sx_rows, accm);
-    }
-  }
-  alignas(64) float mins[16];
-  _mm512_store_ps(mins, accm);
-  for (int p = 0; p < P; ++p) {
-    const __m256 halves[2] = {_mm512_castps512_ps256(acc[p]), _mm512_extractf32x8_ps(acc[p], 1)};
-    for (int h = 0; h < 2; ++h) {
-      __m128 total = _mm_set_ss(HSum256(halves[h]));
-      if constexpr (T == DType::kQ4_1) total = _mm_add_ss(total, _mm_set_ss(mins[2 * p + h]));
-      y[(r0 + 2 * p + h) * y_stride + o] = _mm_cvtss_f32(total);
+      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+      _mm512_mask_storeu_ps(
+          wd + r * nb + b, mask,
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16))));
+      if constexpr (T == DType::kQ4_1) {
+        _mm512_mask_storeu_ps(
+            wm + r * nb + b, mask,
+            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(m16))));
+      }
     }
   }
 }
 
+// Q4_1's min terms: mins[r][i] = sum over blocks b in order of
+// fma(wm[r][b], s[b][row0 + i], .) for weight rows r < rows (<= kScaleRows)
+// and activation rows row0 .. row0 + n - 1 (n <= 2 * kPairBlock), as
+// QuantRowTile's accm; mins has 2 * kPairBlock columns.
+void MinTerms(const qmm::Acts& a, const float* wm, int64_t rows, int64_t row0, int64_t n,
+              float (*mins)[2 * kPairBlock]) {
+  const int64_t nb = a.n_blocks;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i < 16 ? n - i : 16)) - 1);
+    __m512 acc[kScaleRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kScaleRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 s = _mm512_maskz_loadu_ps(mask, a.pair_s + b * a.n_rows + row0 + i);
+#pragma GCC unroll 16
+      for (int r = 0; r < kScaleRows; ++r) {
+        if (r < rows) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r * nb + b]), s, acc[r]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kScaleRows; ++r) {
+      if (r < rows) _mm512_mask_storeu_ps(&mins[r][i], mask, acc[r]);
+    }
+  }
+}
+
+// y[row][o + r] for weight rows o .. o + R - 1 and the rows of pairs
+// p0 .. p0 + P - 1. wd: the rows' f32 scales [R][n_blocks]; mins (Q4_1):
+// their min terms, mins[r][0] for row 2 * p0.
+template <DType T, int R, int P>
+void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& a, int64_t p0,
+                   const float* wd, const float (*mins)[2 * kPairBlock], float* y,
+                   size_t y_stride) {
+  static_assert(R >= 1 && P >= 1);
+  __m512 acc[R][P];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  }
+  // Q4: the 16 bytes broadcast to 4 lanes of 128 bits; 64-bit lanes of the
+  // upper half of each 256 bits shift right by 4 (the high nibbles, elements
+  // 16..31), then & 0x0F: [nibbles 0..31 | nibbles 0..31].
+  const __m512i nibble_shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const char* w0 = static_cast<const char*>(W) + o * row_bytes;
+  const int64_t nb = a.n_blocks;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i wq[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const char* wrow = w0 + r * row_bytes;
+      if constexpr (T == DType::kQ8_0) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
+        wq[r] = _mm512_xor_si512(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs))),
+            flip);
+      } else {
+        const uint8_t* qs = T == DType::kQ4_0 ? reinterpret_cast<const BlockQ4_0*>(wrow)[b].qs
+                                              : reinterpret_cast<const BlockQ4_1*>(wrow)[b].qs;
+        const __m512i v =
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+        wq[r] = _mm512_and_si512(_mm512_srlv_epi64(v, nibble_shift), low4);
+      }
+    }
+    const int64_t pair0 = b * a.n_pairs + p0;
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m512i xq = _mm512_loadu_si512(a.pair_q + (pair0 + p) * 64);
+      const __m512 dx = _mm512_loadu_ps(a.pair_d + (pair0 + p) * 16);
+      __m512i bias = _mm512_setzero_si512();
+      if constexpr (T != DType::kQ4_1) bias = _mm512_loadu_si512(a.pair_bias + (pair0 + p) * 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i isum = _mm512_dpbusd_epi32(bias, wq[r], xq);
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[r * nb + b]), dx);
+        acc[r][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[r][p]);
+      }
+    }
+  }
+  const int64_t rows_left = a.n_rows - 2 * p0;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m256 halves[2] = {_mm512_castps512_ps256(acc[r][p]),
+                                _mm512_extractf32x8_ps(acc[r][p], 1)};
+      for (int h = 0; h < 2 && 2 * p + h < rows_left; ++h) {
+        __m128 total = _mm_set_ss(HSum256(halves[h]));
+        if constexpr (T == DType::kQ4_1) total = _mm_add_ss(total, _mm_set_ss(mins[r][2 * p + h]));
+        y[(2 * p0 + 2 * p + h) * y_stride + o + r] = _mm_cvtss_f32(total);
+      }
+    }
+  }
+}
+
+// A tile function in a type of this file's anonymous namespace, so that the
+// std::array code below is instantiated for this file only (see
+// quant_matmul_simd.inc on ISA flags and ODR).
+struct PairTileFn {
+  void (*run)(const void*, size_t, int64_t, const qmm::Acts&, int64_t, const float*,
+              const float (*)[2 * kPairBlock], float*, size_t);
+};
+
+// Tiles of up to kTileRows weight rows x kTilePairs pairs (16 accumulators,
+// the fastest shape measured on Sapphire Rapids); the remainders take smaller
+// instantiations: kPairTiles<T>[rows - 1][pairs - 1].
+constexpr int kTileRows = 4, kTilePairs = 4;
+static_assert(kScaleRows % kTileRows == 0 && kPairBlock % kTilePairs == 0);
+
+template <DType T, int R, int... P>
+constexpr std::array<PairTileFn, sizeof...(P)> PairTileRow(std::integer_sequence<int, P...>) {
+  return {PairTileFn{&QuantPairTile<T, R, P + 1>}...};
+}
+template <DType T, int... R>
+constexpr std::array<std::array<PairTileFn, kTilePairs>, sizeof...(R)> PairTileTable(
+    std::integer_sequence<int, R...>) {
+  return {PairTileRow<T, R + 1>(std::make_integer_sequence<int, kTilePairs>())...};
+}
+template <DType T>
+constexpr auto kPairTiles = PairTileTable<T>(std::make_integer_sequence<int, kTileRows>());
+
+// scratch: n_in floats = the scales of kScaleRows weight rows (2 x 16 x n_in / 32).
 template <DType T>
 void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
-                     const qmm::Acts& a, float* y, size_t y_stride, float* /*scratch*/) {
-  constexpr int64_t kRowBlock = 64;  // as QuantKernel: activations stay in cache
-  for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
-    const int64_t re = a.n_rows - rb < kRowBlock ? a.n_rows : rb + kRowBlock;
-    for (int64_t o = o_begin; o < o_end; ++o) {
-      const char* wrow = static_cast<const char*>(W) + o * row_bytes;
-      int64_t r = rb;
-      for (; r + 16 <= re; r += 16) QuantPairTile<T, 8>(wrow, a, r, o, y, y_stride);
-      for (; r + 8 <= re; r += 8) QuantPairTile<T, 4>(wrow, a, r, o, y, y_stride);
-      for (; r + 4 <= re; r += 4) QuantPairTile<T, 2>(wrow, a, r, o, y, y_stride);
-      for (; r + 2 <= re; r += 2) QuantPairTile<T, 1>(wrow, a, r, o, y, y_stride);
-      for (; r < re; ++r) QuantRowTile<T, 1>(wrow, a, r, o, y, y_stride);
+                     const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
+  const int64_t nb = a.n_blocks;
+  float* wd = scratch;
+  float* wm = scratch + kScaleRows * nb;
+  alignas(64) float mins[kScaleRows][2 * kPairBlock];
+  for (int64_t pb = 0; pb < a.n_pairs; pb += kPairBlock) {
+    const int64_t pe = a.n_pairs - pb < kPairBlock ? a.n_pairs : pb + kPairBlock;
+    const int64_t pb_rows = a.n_rows - 2 * pb < 2 * kPairBlock ? a.n_rows - 2 * pb : 2 * kPairBlock;
+    for (int64_t oc = o_begin; oc < o_end; oc += kScaleRows) {
+      const int64_t oc_rows = o_end - oc < kScaleRows ? o_end - oc : kScaleRows;
+      ConvertWeightScales<T>(W, row_bytes, oc, oc_rows, nb, wd, wm);
+      if constexpr (T == DType::kQ4_1) MinTerms(a, wm, oc_rows, 2 * pb, pb_rows, mins);
+      for (int64_t o = oc; o < oc + oc_rows; o += kTileRows) {
+        const int64_t rows = oc + oc_rows - o < kTileRows ? oc + oc_rows - o : kTileRows;
+        for (int64_t p = pb; p < pe; p += kTilePairs) {
+          const int64_t pairs = pe - p < kTilePairs ? pe - p : kTilePairs;
+          const auto* tile_mins = reinterpret_cast<const float(*)[2 * kPairBlock]>(
+              &mins[o - oc][2 * (p - pb)]);
+          kPairTiles<T>[rows - 1][pairs - 1].run(W, row_bytes, o, a, p, wd + (o - oc) * nb,
+                                                 tile_mins, y, y_stride);
+        }
+      }
     }
   }
 }

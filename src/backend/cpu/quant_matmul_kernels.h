@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -29,14 +30,33 @@ struct Acts {
   const int8_t* q = nullptr;
   const float* ds = nullptr;
   int64_t n_blocks = 0;
-  // The same d and s values by block, for the AVX-512 batch kernel:
-  // [n_blocks][n_rows] each (TransposeScales). Null for the other kernels.
-  const float* d_by_block = nullptr;
-  const float* s_by_block = nullptr;
+  // The AVX-512 batch kernel's copy (PackPairs): rows 2p and 2p + 1 side by
+  // side so that one 512-bit load gives a pair; an odd last row is paired
+  // with a zero row. Null for the other kernels.
+  //   pair_q    [n_blocks][n_pairs][64]  int8: q of row 2p, then of row 2p+1
+  //   pair_d    [n_blocks][n_pairs][16]  f32: d of row 2p x 8, of row 2p+1 x 8
+  //   pair_bias [n_blocks][n_pairs][16]  i32: -offset * (sum of the 4 q in
+  //             each vpdpbusd lane), offset = 8 (Q4_0) or 128 (Q8_0), so
+  //             that the kernel can take unsigned weights (nibble, w + 128)
+  //             and still get sum(w * q) per lane exactly; unused for Q4_1
+  //   pair_s    [n_blocks][n_rows]       f32: s by block (Q4_1's min term)
+  int64_t n_pairs = 0;
+  const int8_t* pair_q = nullptr;
+  const float* pair_d = nullptr;
+  const int32_t* pair_bias = nullptr;
+  const float* pair_s = nullptr;
 };
 
-// Fills d_by_block / s_by_block ([n_blocks][n_rows] each) from acts.ds.
-void TransposeScales(const Acts& acts, float* d_by_block, float* s_by_block);
+// Owns the buffers behind Acts::pair_*.
+struct PairBuffers {
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+  std::vector<int32_t> bias;
+};
+
+// Fills buffers from acts (q and ds) for weight type t and points acts'
+// pair_* fields at them.
+void PackPairs(DType t, Acts* acts, PairBuffers* buffers);
 
 // Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
 // scratch: n_in floats the kernel may use (one per calling thread).
