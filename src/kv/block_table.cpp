@@ -16,7 +16,7 @@
 #include <new>
 #include <utility>
 
-#include "core/half.h"
+#include "backend/cpu/ops.h"
 #include "core/status.h"
 
 namespace llm {
@@ -124,12 +124,8 @@ void KvBlockTable::Store(int64_t layer, int64_t pos, const float* k_row, const f
   const int64_t n = pool_->layout().row_elems();
   if (type_ == KvType::kF16) {
     // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
-    uint16_t* k16 = reinterpret_cast<uint16_t*>(k);
-    uint16_t* v16 = reinterpret_cast<uint16_t*>(v);
-    for (int64_t i = 0; i < n; ++i) {
-      k16[i] = F32ToF16(k_row[i]);
-      v16[i] = F32ToF16(v_row[i]);
-    }
+    F32ToF16Row(k_row, n, reinterpret_cast<uint16_t*>(k));
+    F32ToF16Row(v_row, n, reinterpret_cast<uint16_t*>(v));
   } else {
     std::memcpy(k, k_row, static_cast<size_t>(n) * sizeof(float));
     std::memcpy(v, v_row, static_cast<size_t>(n) * sizeof(float));

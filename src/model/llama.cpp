@@ -93,24 +93,34 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
 absl::Status LlamaModel::Attention(absl::Span<const SequenceStep> steps, int64_t layer,
                                    ThreadPool* pool, ForwardScratch& s) const {
   const int64_t q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim();
+  const int64_t n_pairs = RopePairs(hp_.head_dim, hp_.rope_dims);
   int64_t row = 0;  // first row of this step in the batch
+  std::vector<AttentionJob>& jobs = s.attention_jobs;
+  jobs.clear();
   for (const SequenceStep& step : steps) {
     const int64_t n = static_cast<int64_t>(step.tokens.size());
     for (int64_t t = 0; t < n; ++t) {
       const int64_t pos = step.pos0 + t;
       float* q = s.q.data() + (row + t) * q_dim;
       float* k = s.k.data() + (row + t) * kv_dim;
-      RopeInPlace(q, hp_.n_head, hp_.head_dim, hp_.rope_dims, pos, hp_.rope_freq_base, hp_.rope_neox);
-      RopeInPlace(k, hp_.n_head_kv, hp_.head_dim, hp_.rope_dims, pos, hp_.rope_freq_base,
-                  hp_.rope_neox);
+      const float* cos = s.rope_cos.data() + (row + t) * n_pairs;
+      const float* sin = s.rope_sin.data() + (row + t) * n_pairs;
+      RopeApply(q, hp_.n_head, hp_.head_dim, hp_.rope_dims, cos, sin, hp_.rope_neox);
+      RopeApply(k, hp_.n_head_kv, hp_.head_dim, hp_.rope_dims, cos, sin, hp_.rope_neox);
       step.kv->Store(layer, pos, k, s.v.data() + (row + t) * kv_dim);
     }
-    LLM_RETURN_IF_ERROR(llm::Attention(s.q.data() + row * q_dim, n, hp_.n_head, step.pos0,
-                                       step.kv->View(layer), s.attn.data() + row * q_dim, pool,
-                                       s.batch_invariant));
+    AttentionJob job;
+    job.q = s.q.data() + row * q_dim;
+    job.n_q = n;
+    job.pos0 = step.pos0;
+    job.kv = step.kv->View(layer);
+    job.out = s.attn.data() + row * q_dim;
+    jobs.push_back(job);
     row += n;
   }
-  return absl::OkStatus();
+  // One parallel loop for every session's heads: a pass of 16 one-token
+  // steps would otherwise pay 16 pool round trips per layer.
+  return AttentionBatch(jobs, hp_.n_head, pool, s.batch_invariant);
 }
 
 absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, ThreadPool* pool,
@@ -139,10 +149,18 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, ThreadPoo
   s.linear.pool = pool;
   s.linear.n_threads = n_threads;
 
+  // RoPE angles of each row's position, shared by every layer:
+  // rope_cos / rope_sin [n_rows][n_pairs].
+  const int64_t n_pairs = RopePairs(hp_.head_dim, hp_.rope_dims);
+  fit(s.rope_cos, n_rows * n_pairs);
+  fit(s.rope_sin, n_rows * n_pairs);
   // Embeddings: x[r] = token_embd[token r]   x: [n_rows][d]
   int64_t row = 0;
   for (const SequenceStep& step : steps) {
+    int64_t pos = step.pos0;
     for (int32_t token : step.tokens) {
+      RopeAngles(pos++, hp_.head_dim, hp_.rope_dims, hp_.rope_freq_base,
+                 s.rope_cos.data() + row * n_pairs, s.rope_sin.data() + row * n_pairs);
       LLM_RETURN_IF_ERROR(DequantizeRow(token_embd_.type, token_embd_.data + token * token_embd_.row_bytes,
                                         static_cast<size_t>(d), s.x.data() + row * d));
       ++row;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend/cpu/attention.h"
 #include "model/linear.h"
 #include "model/llama_hparams.h"
 #include "model/weight.h"
@@ -34,6 +35,8 @@ struct SequenceStep {
 // Reusable activations of one forward pass; sized on demand.
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, gate, up, last;
+  std::vector<float> rope_cos, rope_sin;     // [n_rows][RoPE pairs] per pass
+  std::vector<AttentionJob> attention_jobs;  // one per step of the batch
   LinearContext linear;
   // Batch-invariant attention (see backend/cpu/attention.h); the matrix
   // products follow linear.batch_invariant.

@@ -369,5 +369,70 @@ TEST(AttentionTest, RejectsBadShapes) {
   EXPECT_TRUE(Attention(q, 0, 3, 5, kv, out, nullptr).ok());  // nothing to do
 }
 
+// AttentionBatch: sequences of different lengths, steps (decode, prefill,
+// empty), block sizes and cache types in one call give, job by job, the bits
+// of separate Attention calls, with and without threads, in both modes; a
+// bad job fails the call before any output is written.
+TEST(AttentionTest, BatchEqualsSeparateCallsBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(2);
+  const int64_t n_head = 9, n_head_kv = 3, hd = 64;
+  struct Seq {
+    int64_t n_q, pos0, block_tokens;
+    bool f16;
+  };
+  const Seq seqs[] = {{1, 40, 16, true}, {5, 0, 3, true}, {1, 0, 1, false},
+                      {0, 7, 16, true},  {3, 17, 7, false}, {1, 63, 16, true}};
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<PagedKv> caches;
+    std::vector<std::vector<float>> qs;
+    for (const Seq& sq : seqs) {
+      const KvData d = MakeKvData(rng, sq.pos0 + sq.n_q + 1, n_head_kv, hd, sq.f16, 0);
+      caches.push_back(Page(d, sq.block_tokens, rng));
+      qs.push_back(RandomVector(rng, std::max<int64_t>(1, sq.n_q) * n_head * hd, 0.1f, 2.0f));
+    }
+    for (bool invariant : {false, true}) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        SCOPED_TRACE("batch_invariant=" + std::to_string(invariant) +
+                     " threads=" + std::to_string(p == nullptr ? 1 : 2));
+        std::vector<std::vector<float>> want, got;
+        std::vector<AttentionJob> jobs;
+        for (size_t i = 0; i < std::size(seqs); ++i) {
+          want.emplace_back(qs[i].size(), 0.0f);
+          got.emplace_back(qs[i].size(), -7.0f);
+          ASSERT_TRUE(Attention(qs[i].data(), seqs[i].n_q, n_head, seqs[i].pos0, caches[i].view(),
+                                want[i].data(), nullptr, invariant)
+                          .ok());
+          AttentionJob j;
+          j.q = qs[i].data();
+          j.n_q = seqs[i].n_q;
+          j.pos0 = seqs[i].pos0;
+          j.kv = caches[i].view();
+          j.out = got[i].data();
+          jobs.push_back(j);
+        }
+        ASSERT_TRUE(AttentionBatch(jobs, n_head, p, invariant).ok());
+        for (size_t i = 0; i < std::size(seqs); ++i) {
+          const size_t n = static_cast<size_t>(seqs[i].n_q * n_head * hd);
+          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), n * sizeof(float))) << "job " << i;
+        }
+        // A bad last job: refused, and no output written.
+        for (auto& g : got) std::fill(g.begin(), g.end(), -7.0f);
+        jobs.back().kv.head_dim = 0;
+        const absl::Status st = AttentionBatch(jobs, n_head, p, invariant);
+        EXPECT_EQ(ToLlmStatus(st), LLM_ERR_INVALID_ARGUMENT) << st;
+        for (const auto& g : got) {
+          EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return x == -7.0f; }));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llm

@@ -1,11 +1,16 @@
 // RmsNorm, RopeInPlace, SwiGlu, Softmax vs the float64 references on fresh
-// random inputs (seed printed on failure); tolerance 1e-5 relative.
+// random inputs (seed printed on failure); tolerance 1e-5 relative. RopeApply
+// and F32ToF16Row bit for bit against the scalar code at every SIMD level.
 #include "backend/cpu/ops.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
+#include "core/half.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
 #include "tests/backend/kernel_test_util.h"
@@ -15,6 +20,8 @@ namespace {
 
 using testing_util::FreshSeed;
 using testing_util::RandomVector;
+using testing_util::SimdLevelGuard;
+using testing_util::SupportedLevels;
 
 std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -67,7 +74,8 @@ struct RopeCase {
 };
 const RopeCase kRopeCases[] = {{9, 64, 64, 0, 10000.0f},      {9, 64, 64, 1, 10000.0f},
                                {3, 64, 64, 8191, 100000.0f},  {2, 80, 32, 517, 10000.0f},
-                               {1, 128, 128, 123456, 500000.0f}, {2, 600, 600, 77, 10000.0f}};
+                               {1, 128, 128, 123456, 500000.0f}, {2, 600, 600, 77, 10000.0f},
+                               {3, 40, 38, 300, 10000.0f}};
 
 TEST(OpsTest, RopeMatchesReferenceBothModes) {
   const uint32_t seed = FreshSeed();
@@ -93,6 +101,64 @@ TEST(OpsTest, RopeMatchesReferenceBothModes) {
             ASSERT_EQ(x[h * c.head_dim + d], static_cast<float>(orig[h * c.head_dim + d]));
       }
     }
+  }
+}
+
+// RopeAngles + RopeApply (the forward pass's per-position table) give
+// RopeInPlace's bits, and the AVX-512 rotation the scalar one's, in both
+// modes, with odd pair counts (a scalar tail) and the wide-head fallback.
+TEST(OpsTest, RopeApplyEqualsRopeInPlaceAtEveryLevelBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (const RopeCase& c : kRopeCases) {
+    for (bool neox : {false, true}) {
+      SCOPED_TRACE("neox=" + std::to_string(neox) + " head_dim=" + std::to_string(c.head_dim));
+      const std::vector<float> x = RandomVector(rng, c.n_heads * c.head_dim, 0.01f, 4.0f);
+      SetSimdLevelForTesting(SimdLevel::kScalar);
+      std::vector<float> want = x;
+      RopeInPlace(want.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
+      const int64_t pairs = RopePairs(c.head_dim, c.rope_dims);
+      std::vector<float> cos(static_cast<size_t>(pairs)), sin(cos.size());
+      RopeAngles(c.pos, c.head_dim, c.rope_dims, c.base, cos.data(), sin.data());
+      for (SimdLevel level : SupportedLevels()) {
+        SetSimdLevelForTesting(level);
+        SCOPED_TRACE(SimdLevelName(level));
+        std::vector<float> got = x, in_place = x;
+        RopeApply(got.data(), c.n_heads, c.head_dim, c.rope_dims, cos.data(), sin.data(), neox);
+        RopeInPlace(in_place.data(), c.n_heads, c.head_dim, c.rope_dims, c.pos, c.base, neox);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(want.data(), in_place.data(), want.size() * sizeof(float)));
+      }
+    }
+  }
+}
+
+// F32ToF16Row (the KV cache store) gives F32ToF16's bits at every level for
+// values across the f16 range (subnormals, rounding ties, overflow, +-0,
+// +-inf, an odd tail); a NaN stays a NaN.
+TEST(OpsTest, F32ToF16RowMatchesScalarConversion) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::vector<float> x;
+  std::uniform_real_distribution<float> exponent(-30.0f, 17.0f), unit(-1.0f, 1.0f);
+  for (int i = 0; i < 997; ++i) x.push_back(unit(rng) * std::exp2(exponent(rng)));
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e9f, -1e9f, 5.96e-8f, 2.98e-8f,
+                  1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()}) {
+    x.push_back(v);
+  }
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<uint16_t> got(x.size());
+    F32ToF16Row(x.data(), static_cast<int64_t>(x.size()), got.data());
+    for (size_t i = 0; i + 1 < x.size(); ++i) ASSERT_EQ(got[i], F32ToF16(x[i])) << "x=" << x[i];
+    EXPECT_TRUE(std::isnan(F16ToF32(got.back())));
   }
 }
 

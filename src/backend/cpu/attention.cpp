@@ -95,78 +95,139 @@ namespace attn {
 AttendFn ScalarAttend() { return &AttendOne; }
 }  // namespace attn
 
-absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
-                       float* out, ThreadPool* pool, bool batch_invariant) {
-  if (n_q < 0 || n_head <= 0 || pos0 < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
+namespace {
+
+// A job checked and resolved for the tasks: its kernel and the K / V row
+// pointers of positions 0 .. n_pos-1 ([K rows | V rows] in one shared array
+// from row0 on).
+struct ResolvedJob {
+  const AttentionJob* job;
+  attn::AttendFn attend;
+  attn::KvRows rows;
+  int64_t first_task;  // tasks first_task .. + n_q * n_head - 1 are this job's
+};
+
+absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
+  const KvView& kv = j.kv;
+  if (j.n_q < 0 || n_head <= 0 || j.pos0 < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
       n_head % kv.n_head_kv != 0 || kv.block_tokens <= 0 ||
       kv.row_stride < static_cast<size_t>(kv.n_head_kv * kv.head_dim)) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT,
                   "Attention: bad shape n_q=%d n_head=%d n_head_kv=%d head_dim=%d pos0=%d "
                   "row_stride=%d block_tokens=%d",
-                  n_q, n_head, kv.n_head_kv, kv.head_dim, pos0, kv.row_stride, kv.block_tokens);
+                  j.n_q, n_head, kv.n_head_kv, kv.head_dim, j.pos0, kv.row_stride,
+                  kv.block_tokens);
   }
-  if (n_q == 0) return absl::OkStatus();
-  if (q == nullptr || out == nullptr || kv.blocks == nullptr) {
+  if (j.n_q > 0 && (j.q == nullptr || j.out == nullptr || kv.blocks == nullptr)) {
     return Error(LLM_ERR_INVALID_ARGUMENT, "Attention: null q, out or KV block table");
   }
-  const int64_t hd = kv.head_dim;
-  const int64_t group = n_head / kv.n_head_kv;
-  const int64_t n_pos = pos0 + n_q;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const int64_t n_tasks = n_q * n_head;
+  return absl::OkStatus();
+}
+
+// On AVX-512 the kernels reproduce llama.cpp's CPU attention bit for bit
+// (attention_avx512.cpp), including its different summation order for a
+// one-token step (n_q == 1) -- so there, unlike the other levels, a prompt
+// prefilled in one step and the same tokens decoded one by one differ in
+// the last bits, unless batch_invariant asks for the multi-token kernel at
+// every n_q. Results never depend on other sequences, threads or paging.
+attn::AttendFn PickAttend(int64_t n_q, int64_t hd, bool batch_invariant) {
   const SimdLevel level = ActiveSimdLevel();
-  // On AVX-512 the kernels reproduce llama.cpp's CPU attention bit for bit
-  // (attention_avx512.cpp), including its different summation order for a
-  // one-token step (n_q == 1) -- so there, unlike the other levels, a prompt
-  // prefilled in one step and the same tokens decoded one by one differ in
-  // the last bits, unless batch_invariant asks for the multi-token kernel at
-  // every n_q. Results never depend on other sequences, threads or paging.
-  attn::AttendFn attend = level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
   if (level == SimdLevel::kAvx512 && n_q == 1 && hd % 64 == 0 && !batch_invariant) {
-    attend = attn::Avx512AttendOneToken();
-  } else if (level == SimdLevel::kAvx512 && hd % 16 == 0) {
-    attend = attn::Avx512Attend();
+    return attn::Avx512AttendOneToken();
   }
+  if (level == SimdLevel::kAvx512 && hd % 16 == 0) return attn::Avx512Attend();
+  return level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
+}
+
+// Row pointers of positions 0 .. n_pos-1 of kv into k_rows / v_rows, by one
+// walk over the blocks (no division per position).
+absl::Status ResolveRows(const KvView& kv, int64_t n_pos, const uint8_t** k_rows,
+                         const uint8_t** v_rows) {
+  const size_t row_bytes = kv.row_stride * (kv.f16 ? 2 : 4);
+  for (int64_t b = 0, p = 0; p < n_pos; ++b) {
+    const uint8_t* base = kv.blocks[b];
+    if (base == nullptr) {
+      return Errorf(LLM_ERR_INVALID_ARGUMENT, "Attention: KV block %d (positions %d..) is null", b,
+                    p);
+    }
+    const uint8_t* k = base + kv.k_offset;
+    const uint8_t* v = base + kv.v_offset;
+    const int64_t end = std::min(n_pos, p + kv.block_tokens);
+    for (; p < end; ++p, k += row_bytes, v += row_bytes) {
+      k_rows[p] = k;
+      v_rows[p] = v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, ThreadPool* pool,
+                     bool batch_invariant) {
+  std::vector<ResolvedJob> resolved;
+  resolved.reserve(jobs.size());
+  int64_t n_rows = 0, n_tasks = 0, max_pos = 0, max_hd = 0;
+  for (const AttentionJob& j : jobs) {
+    LLM_RETURN_IF_ERROR(CheckJob(j, n_head));
+    if (j.n_q == 0) continue;
+    n_rows += 2 * (j.pos0 + j.n_q);
+  }
+  // [K rows | V rows] of every job, one after the other.
+  std::vector<const uint8_t*> rows(static_cast<size_t>(n_rows));
+  int64_t row = 0;
+  for (const AttentionJob& j : jobs) {
+    if (j.n_q == 0) continue;
+    const int64_t n_pos = j.pos0 + j.n_q;
+    ResolvedJob r;
+    r.job = &j;
+    r.attend = PickAttend(j.n_q, j.kv.head_dim, batch_invariant);
+    r.rows.k = rows.data() + row;
+    r.rows.v = rows.data() + row + n_pos;
+    r.rows.f16 = j.kv.f16;
+    r.rows.head_dim = j.kv.head_dim;
+    LLM_RETURN_IF_ERROR(ResolveRows(j.kv, n_pos, rows.data() + row, rows.data() + row + n_pos));
+    r.first_task = n_tasks;
+    resolved.push_back(r);
+    row += 2 * n_pos;
+    n_tasks += j.n_q * n_head;
+    max_pos = std::max(max_pos, n_pos);
+    max_hd = std::max(max_hd, j.kv.head_dim);
+  }
+  if (n_tasks == 0) return absl::OkStatus();
+  // Tasks are (job, query t, head h) in job order; a chunk walks its range
+  // with a cursor into resolved.
+  auto run = [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(max_pos));
+    std::vector<float> acc(static_cast<size_t>(max_hd));
+    size_t ji = static_cast<size_t>(
+        std::upper_bound(resolved.begin(), resolved.end(), begin,
+                         [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
+        resolved.begin() - 1);
+    for (int64_t task = begin; task < end; ++task) {
+      while (ji + 1 < resolved.size() && task >= resolved[ji + 1].first_task) ++ji;
+      const ResolvedJob& r = resolved[ji];
+      const AttentionJob& j = *r.job;
+      const int64_t hd = j.kv.head_dim, group = n_head / j.kv.n_head_kv;
+      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+      const int64_t local = task - r.first_task;
+      const int64_t t = local / n_head, h = local % n_head;
+      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, scale,
+               scores.data(), acc.data(), j.out + (t * n_head + h) * hd);
+    }
+  };
+  if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
+    pool->ParallelFor(n_tasks, run);
+  } else {
+    run(0, n_tasks);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AttentionBatch(absl::Span<const AttentionJob> jobs, int64_t n_head, ThreadPool* pool,
+                            bool batch_invariant) {
   try {
-    // Row pointers of positions 0 .. n_pos-1, [K rows | V rows], resolved by
-    // one walk over the blocks (no division per position) and shared by
-    // every (query, head) task.
-    std::vector<const uint8_t*> rows(static_cast<size_t>(2 * n_pos));
-    const size_t row_bytes = kv.row_stride * (kv.f16 ? 2 : 4);
-    for (int64_t b = 0, p = 0; p < n_pos; ++b) {
-      const uint8_t* base = kv.blocks[b];
-      if (base == nullptr) {
-        return Errorf(LLM_ERR_INVALID_ARGUMENT, "Attention: KV block %d (positions %d..) is null",
-                      b, p);
-      }
-      const uint8_t* k = base + kv.k_offset;
-      const uint8_t* v = base + kv.v_offset;
-      const int64_t end = std::min(n_pos, p + kv.block_tokens);
-      for (; p < end; ++p, k += row_bytes, v += row_bytes) {
-        rows[static_cast<size_t>(p)] = k;
-        rows[static_cast<size_t>(n_pos + p)] = v;
-      }
-    }
-    attn::KvRows kv_rows;
-    kv_rows.k = rows.data();
-    kv_rows.v = rows.data() + n_pos;
-    kv_rows.f16 = kv.f16;
-    kv_rows.head_dim = hd;
-    auto run = [&](int64_t begin, int64_t end) {
-      std::vector<float> scores(static_cast<size_t>(n_pos));
-      std::vector<float> acc(static_cast<size_t>(hd));
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t t = task / n_head, h = task % n_head;
-        const float* qh = q + (t * n_head + h) * hd;
-        attend(qh, pos0 + t + 1, h / group, kv_rows, scale, scores.data(), acc.data(),
-               out + (t * n_head + h) * hd);
-      }
-    };
-    if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
-      pool->ParallelFor(n_tasks, run);
-    } else {
-      run(0, n_tasks);
-    }
+    return RunJobs(jobs, n_head, pool, batch_invariant);
   } catch (const std::bad_alloc&) {
     return Error(LLM_ERR_OUT_OF_MEMORY, "Attention: out of memory");
   } catch (const std::exception& e) {
@@ -174,7 +235,17 @@ absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0
   } catch (...) {
     return Error(LLM_ERR_INTERNAL, "Attention: unknown exception");
   }
-  return absl::OkStatus();
+}
+
+absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
+                       float* out, ThreadPool* pool, bool batch_invariant) {
+  AttentionJob job;
+  job.q = q;
+  job.n_q = n_q;
+  job.pos0 = pos0;
+  job.kv = kv;
+  job.out = out;
+  return AttentionBatch(absl::MakeConstSpan(&job, 1), n_head, pool, batch_invariant);
 }
 
 }  // namespace llm

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 namespace llm {
 
@@ -63,5 +64,22 @@ struct KvView {
 // allocation failure -> OUT_OF_MEMORY.
 absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
                        float* out, ThreadPool* pool, bool batch_invariant = false);
+
+// One sequence's part of a batched attention call: Attention's q, n_q, pos0,
+// kv and out.
+struct AttentionJob {
+  const float* q = nullptr;
+  int64_t n_q = 0;
+  int64_t pos0 = 0;
+  KvView kv;
+  float* out = nullptr;
+};
+
+// Attention for several sequences (a batcher's pass) with one parallel loop
+// over all their (query, head) tasks, instead of one per sequence: each
+// output is the one Attention(job...) would give, bit for bit. Every job is
+// checked before any runs.
+absl::Status AttentionBatch(absl::Span<const AttentionJob> jobs, int64_t n_head, ThreadPool* pool,
+                            bool batch_invariant = false);
 
 }  // namespace llm

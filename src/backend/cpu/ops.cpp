@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/ops_kernels.h"
+#include "core/half.h"
 
 namespace llm {
 
@@ -28,47 +29,77 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 // position 80), but reproducing llama.cpp's angles exactly is what keeps
 // sensitive models' logits within 0.1 of it. The rotation likewise uses
 // ggml's (compiled) rounding points: x0*c - x1*s = fma(x0, c, -(x1*s)).
-void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
-                 float freq_base, bool neox) {
-  rope_dims = std::min(rope_dims, head_dim) & ~int64_t{1};
-  if (rope_dims <= 0 || n_heads <= 0) return;
-  const int64_t half = rope_dims / 2;
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rope_dims));
-  // cos/sin per pair, shared by all heads; a table on the stack for the usual
-  // sizes, recomputed per head beyond that (no allocation).
-  constexpr int64_t kTable = 256;
-  float cos_t[kTable], sin_t[kTable];
-  const bool use_table = half <= kTable;
-  if (use_table) {
-    float theta = static_cast<float>(pos);
-    for (int64_t i = 0; i < half; ++i) {
-      cos_t[i] = std::cos(theta);
-      sin_t[i] = std::sin(theta);
-      theta *= theta_scale;
-    }
+int64_t RopePairs(int64_t head_dim, int64_t rope_dims) {
+  return std::max<int64_t>(0, std::min(rope_dims, head_dim) & ~int64_t{1}) / 2;
+}
+
+void RopeAngles(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_base, float* cos_out,
+                float* sin_out) {
+  const int64_t half = RopePairs(head_dim, rope_dims);
+  if (half == 0) return;
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(2 * half));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < half; ++i) {
+    cos_out[i] = std::cos(theta);
+    sin_out[i] = std::sin(theta);
+    theta *= theta_scale;
+  }
+}
+
+void RopeApply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos,
+               const float* sin, bool neox) {
+  const int64_t half = RopePairs(head_dim, rope_dims);
+  if (half == 0 || n_heads <= 0) return;
+  int64_t done = 0;  // pairs per head rotated by the AVX-512 body
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) {
+    done = ops_kernels::RopeApplyAvx512(x, n_heads, head_dim, half, cos, sin, neox);
   }
   for (int64_t h = 0; h < n_heads; ++h) {
     float* xh = x + h * head_dim;
-    float theta = static_cast<float>(pos);
-    for (int64_t i = 0; i < half; ++i) {
-      float c, s;
-      if (use_table) {
-        c = cos_t[i];
-        s = sin_t[i];
-      } else {
-        c = std::cos(theta);
-        s = std::sin(theta);
-        theta *= theta_scale;
-      }
+    for (int64_t i = done; i < half; ++i) {
       const int64_t i0 = neox ? i : 2 * i;
       const int64_t i1 = neox ? i + half : 2 * i + 1;
       const float x0 = xh[i0], x1 = xh[i1];
       // As ggml's compiled rotate_pairs (GCC contracts to vfmsub/vfmadd):
       // one product rounded, the other fused.
+      xh[i0] = std::fma(x0, cos[i], -(x1 * sin[i]));
+      xh[i1] = std::fma(x0, sin[i], x1 * cos[i]);
+    }
+  }
+}
+
+void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
+                 float freq_base, bool neox) {
+  constexpr int64_t kTable = 256;  // on the stack: up to 512 rotated dims
+  const int64_t half = RopePairs(head_dim, rope_dims);
+  if (half <= kTable) {
+    float cos_t[kTable], sin_t[kTable];
+    RopeAngles(pos, head_dim, rope_dims, freq_base, cos_t, sin_t);
+    RopeApply(x, n_heads, head_dim, rope_dims, cos_t, sin_t, neox);
+    return;
+  }
+  // Wider (no known model): the same angles recomputed per head, so that
+  // nothing is allocated.
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(2 * half));
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* xh = x + h * head_dim;
+    float theta = static_cast<float>(pos);
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = std::cos(theta), s = std::sin(theta);
+      theta *= theta_scale;
+      const int64_t i0 = neox ? i : 2 * i;
+      const int64_t i1 = neox ? i + half : 2 * i + 1;
+      const float x0 = xh[i0], x1 = xh[i1];
       xh[i0] = std::fma(x0, c, -(x1 * s));
       xh[i1] = std::fma(x0, s, x1 * c);
     }
   }
+}
+
+void F32ToF16Row(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F32ToF16RowAvx512(x, n, out);
+  for (; i < n; ++i) out[i] = F32ToF16(x[i]);
 }
 
 // On AVX-512 machines the bulk goes through ggml's vectorized silu (its own

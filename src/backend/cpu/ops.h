@@ -26,6 +26,20 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
                  float freq_base, bool neox);
 
+// RopeInPlace in two steps, for callers that rotate many rows at one position
+// (every layer of a forward pass): RopeAngles writes cos / sin of theta_i for
+// i < RopePairs(head_dim, rope_dims), RopeApply rotates with them. Together
+// they give RopeInPlace's bits (AVX-512 included: the same products and fmas).
+int64_t RopePairs(int64_t head_dim, int64_t rope_dims);
+void RopeAngles(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_base, float* cos_out,
+                float* sin_out);
+void RopeApply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos,
+               const float* sin, bool neox);
+
+// out[i] = f16(x[i]), round to nearest even (F32ToF16's results; a NaN
+// becomes a quiet NaN of the same sign).
+void F32ToF16Row(const float* x, int64_t n, uint16_t* out);
+
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), in f32 with
 // ggml-cpu's exp (its ggml_v_expf polynomial on AVX-512, expf elsewhere), so
 // the results match llama.cpp's bit for bit. out may alias gate or up.

@@ -39,6 +39,53 @@ int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out) 
   return i;
 }
 
+int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half,
+                        const float* cos, const float* sin, bool neox) {
+  const int64_t n16 = half - half % 16;
+  // Normal mode: pairs (x[2i], x[2i+1]) of 16 pairs in two registers; even /
+  // odd lanes gathered and scattered back by two-register permutes.
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* xh = x + h * head_dim;
+    for (int64_t i = 0; i < n16; i += 16) {
+      const __m512 c = _mm512_loadu_ps(cos + i), s = _mm512_loadu_ps(sin + i);
+      __m512 x0, x1;
+      if (neox) {
+        x0 = _mm512_loadu_ps(xh + i);
+        x1 = _mm512_loadu_ps(xh + i + half);
+      } else {
+        const __m512 a = _mm512_loadu_ps(xh + 2 * i), b = _mm512_loadu_ps(xh + 2 * i + 16);
+        x0 = _mm512_permutex2var_ps(a, even, b);
+        x1 = _mm512_permutex2var_ps(a, odd, b);
+      }
+      // fma(x0, c, -(x1 * s)) and fma(x0, s, x1 * c), as the scalar loop.
+      const __m512 r0 = _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s));
+      const __m512 r1 = _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c));
+      if (neox) {
+        _mm512_storeu_ps(xh + i, r0);
+        _mm512_storeu_ps(xh + i + half, r1);
+      } else {
+        _mm512_storeu_ps(xh + 2 * i, _mm512_permutex2var_ps(r0, lo, r1));
+        _mm512_storeu_ps(xh + 2 * i + 16, _mm512_permutex2var_ps(r0, hi, r1));
+      }
+    }
+  }
+  return n16;
+}
+
+int64_t F32ToF16RowAvx512(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out + i),
+        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+
 }  // namespace ops_kernels
 }  // namespace llm
 
