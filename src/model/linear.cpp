@@ -10,6 +10,38 @@
 
 namespace llm {
 
+namespace {
+
+bool UsesQuantMatMul(const Weight& w, int64_t n_rows, const LinearContext& ctx) {
+  return n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type);
+}
+
+}  // namespace
+
+absl::Status LinearShared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                          int64_t n_rows, LinearContext& ctx) {
+  constexpr int kMaxShared = 4;
+  bool shared = n >= 1 && n <= kMaxShared;
+  for (int i = 0; shared && i < n; ++i) {
+    shared = UsesQuantMatMul(*ws[i], n_rows, ctx) && ws[i]->n_in == ws[0]->n_in;
+  }
+  if (!shared) {
+    for (int i = 0; i < n; ++i) LLM_RETURN_IF_ERROR(Linear(*ws[i], x, n_rows, ys[i], ctx));
+    return absl::OkStatus();
+  }
+  QuantMatMulOutput outs[kMaxShared];
+  for (int i = 0; i < n; ++i) {
+    outs[i].wtype = ws[i]->type;
+    outs[i].W = ws[i]->data;
+    outs[i].row_bytes = ws[i]->row_bytes;
+    outs[i].n_out = ws[i]->n_out;
+    outs[i].y = ys[i];
+    outs[i].y_stride = static_cast<size_t>(ws[i]->n_out);
+  }
+  return QuantMatMulShared(outs, n, ws[0]->n_in, x, static_cast<size_t>(ws[0]->n_in), n_rows,
+                           ctx.pool);
+}
+
 absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx) {
   // Weight types whose QuantMatMul kernels quantize the activations to 8 bits
   // (Q4_0, Q4_1, Q8_0) take that path for every row count, prefill included:
@@ -20,7 +52,7 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
   // also makes prefill batch-invariant (QuantMatMul's per-row arithmetic does
   // not depend on n_rows). Other types keep oneDNN for large row counts,
   // unless the caller needs batch invariance (linear.h).
-  if (n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type)) {
+  if (UsesQuantMatMul(w, n_rows, ctx)) {
     return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
                        n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
   }

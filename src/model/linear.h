@@ -40,4 +40,12 @@ struct LinearContext {
 // x: [n_rows][w.n_in] f32, y: [n_rows][w.n_out] f32 (both densely packed).
 absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx);
 
+// Linear for several weights with the same input (Q, K and V; gate and up):
+// ys[i] = x · ws[i]ᵀ, each exactly as Linear gives it. When every weight
+// takes the QuantMatMul path, x is quantized once and all outputs share one
+// parallel loop (QuantMatMulShared): in a 16-session decode pass that is a
+// third of the pool round trips of separate calls. At most 4 weights.
+absl::Status LinearShared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                          int64_t n_rows, LinearContext& ctx);
+
 }  // namespace llm

@@ -171,16 +171,17 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, ThreadPoo
     const LlamaLayer& L = layers_[l];
     // Attention block.
     RmsNormRows(s.x.data(), L.attn_norm, n_rows, d, hp_.rms_eps, s.xn.data());
-    LLM_RETURN_IF_ERROR(Linear(L.wq, s.xn.data(), n_rows, s.q.data(), s.linear));
-    LLM_RETURN_IF_ERROR(Linear(L.wk, s.xn.data(), n_rows, s.k.data(), s.linear));
-    LLM_RETURN_IF_ERROR(Linear(L.wv, s.xn.data(), n_rows, s.v.data(), s.linear));
+    const Weight* qkv[] = {&L.wq, &L.wk, &L.wv};
+    float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
+    LLM_RETURN_IF_ERROR(LinearShared(qkv, qkv_out, 3, s.xn.data(), n_rows, s.linear));
     LLM_RETURN_IF_ERROR(Attention(steps, l, pool, s));
     LLM_RETURN_IF_ERROR(Linear(L.wo, s.attn.data(), n_rows, s.xn.data(), s.linear));
     for (int64_t i = 0; i < n_rows * d; ++i) s.x[i] += s.xn[i];
     // Feed-forward block (SwiGLU).
     RmsNormRows(s.x.data(), L.ffn_norm, n_rows, d, hp_.rms_eps, s.xn.data());
-    LLM_RETURN_IF_ERROR(Linear(L.w_gate, s.xn.data(), n_rows, s.gate.data(), s.linear));
-    LLM_RETURN_IF_ERROR(Linear(L.w_up, s.xn.data(), n_rows, s.up.data(), s.linear));
+    const Weight* gate_up[] = {&L.w_gate, &L.w_up};
+    float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+    LLM_RETURN_IF_ERROR(LinearShared(gate_up, gate_up_out, 2, s.xn.data(), n_rows, s.linear));
     SwiGlu(s.gate.data(), s.up.data(), n_rows * ff, s.gate.data());
     LLM_RETURN_IF_ERROR(Linear(L.w_down, s.gate.data(), n_rows, s.xn.data(), s.linear));
     for (int64_t i = 0; i < n_rows * d; ++i) s.x[i] += s.xn[i];

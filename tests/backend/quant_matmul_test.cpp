@@ -5,6 +5,7 @@
 //   2e-2 for Q8_0/Q4_0/Q4_1 whose activations are quantized to 8 bits.
 #include "backend/cpu/quant_matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -324,12 +325,68 @@ TEST(QuantMatMulTest, Avx512PairKernelMatchesAvx2BitForBit) {
       acts.ds = ds.data();
       acts.n_blocks = n_in / 32;
       qmm::PairBuffers pairs;
-      qmm::PackPairs(t, &acts, &pairs);
+      qmm::PackPairs({t}, &acts, &pairs);
+      acts.pair_bias = qmm::PairBias(pairs, t);
       std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()), scratch(n_in);
       qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
       qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());
       ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0)
           << Name(t) << " n_rows " << n_rows;
+    }
+  }
+}
+
+// QuantMatMulShared (a layer's Q/K/V or gate/up in one call): every output
+// equals a separate QuantMatMul call bit for bit, with mixed weight types
+// (both pair biases, a plain type, one output of 0 rows), at every level,
+// with and without threads; a bad output fails the call before anything is
+// written.
+TEST(QuantMatMulTest, SharedEqualsSeparateCallsBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(2);
+  const int64_t n_in = 32 * 9;
+  const DType types[] = {DType::kQ4_1, DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kQ4_1};
+  const int64_t n_outs[] = {37, 18, 130, 5, 0};
+  std::vector<std::vector<uint8_t>> ws;
+  for (int i = 0; i < 5; ++i) {
+    ws.push_back(RandomWeights(rng, types[i], std::max<int64_t>(n_outs[i], 1), n_in,
+                               *RowBytes(types[i], n_in)));
+  }
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    for (int64_t n_rows : {1, 3, 16}) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        SCOPED_TRACE(std::string(SimdLevelName(level)) + " n_rows=" + std::to_string(n_rows));
+        const std::vector<float> x = RandomVector(rng, n_rows * n_in);
+        std::vector<std::vector<float>> want(5), got(5);
+        QuantMatMulOutput outs[5];
+        for (int i = 0; i < 5; ++i) {
+          want[i].assign(static_cast<size_t>(n_rows * std::max<int64_t>(n_outs[i], 1)), 0.0f);
+          got[i].assign(want[i].size(), -7.0f);
+          const size_t rb = *RowBytes(types[i], n_in);
+          ASSERT_TRUE(QuantMatMul(types[i], ws[i].data(), rb, n_outs[i], n_in, x.data(), n_in,
+                                  n_rows, want[i].data(), n_outs[i], p)
+                          .ok());
+          outs[i] = {types[i], ws[i].data(), rb, n_outs[i], got[i].data(),
+                     static_cast<size_t>(n_outs[i])};
+        }
+        ASSERT_TRUE(QuantMatMulShared(outs, 5, n_in, x.data(), n_in, n_rows, p).ok());
+        for (int i = 0; i < 4; ++i) {
+          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)))
+              << "output " << i;
+        }
+        EXPECT_EQ(got[4][0], -7.0f);  // 0 rows: untouched
+        for (auto& g : got) std::fill(g.begin(), g.end(), -7.0f);
+        outs[3].row_bytes = 1;  // too short
+        EXPECT_EQ(ToLlmStatus(QuantMatMulShared(outs, 5, n_in, x.data(), n_in, n_rows, p)),
+                  LLM_ERR_INVALID_ARGUMENT);
+        for (const auto& g : got) {
+          EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float v) { return v == -7.0f; }));
+        }
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
@@ -56,13 +57,21 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
-void qmm::PackPairs(DType t, Acts* acts, PairBuffers* buffers) {
+int32_t qmm::PairBiasOffset(DType t) {
+  return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+}
+
+void qmm::PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buffers) {
   const int64_t n_rows = acts->n_rows, nb = acts->n_blocks, n_pairs = (n_rows + 1) / 2;
-  const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+  const size_t pair_floats = static_cast<size_t>(nb * n_pairs * 16);
   buffers->q.assign(static_cast<size_t>(nb * n_pairs * 64), 0);
-  buffers->d.assign(static_cast<size_t>(nb * n_pairs * 16), 0.0f);
-  buffers->bias.assign(offset != 0 ? static_cast<size_t>(nb * n_pairs * 16) : 0, 0);
+  buffers->d.assign(pair_floats, 0.0f);
   buffers->s.resize(static_cast<size_t>(nb * n_rows));
+  for (DType t : types) {
+    if (PairBiasOffset(t) == 8) buffers->bias8.assign(pair_floats, 0);
+    if (PairBiasOffset(t) == 128) buffers->bias128.assign(pair_floats, 0);
+  }
+  const bool bias8 = !buffers->bias8.empty(), bias128 = !buffers->bias128.empty();
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t half = r % 2;  // row 2p + half of pair p
     for (int64_t b = 0; b < nb; ++b) {
@@ -71,11 +80,11 @@ void qmm::PackPairs(DType t, Acts* acts, PairBuffers* buffers) {
       std::copy(q, q + kActBlock, buffers->q.begin() + pair * 64 + half * 32);
       const float d = acts->ds[2 * (r * nb + b)];
       std::fill_n(buffers->d.begin() + pair * 16 + half * 8, 8, d);
-      if (offset != 0) {
-        for (int lane = 0; lane < 8; ++lane) {
-          const int32_t sum = q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3];
-          buffers->bias[pair * 16 + half * 8 + lane] = -offset * sum;
-        }
+      for (int lane = 0; lane < 8; ++lane) {
+        const int32_t sum = q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3];
+        const int64_t at = pair * 16 + half * 8 + lane;
+        if (bias8) buffers->bias8[at] = -8 * sum;
+        if (bias128) buffers->bias128[at] = -128 * sum;
       }
       buffers->s[b * n_rows + r] = acts->ds[2 * (r * nb + b) + 1];
     }
@@ -83,8 +92,15 @@ void qmm::PackPairs(DType t, Acts* acts, PairBuffers* buffers) {
   acts->n_pairs = n_pairs;
   acts->pair_q = buffers->q.data();
   acts->pair_d = buffers->d.data();
-  acts->pair_bias = offset != 0 ? buffers->bias.data() : nullptr;
   acts->pair_s = buffers->s.data();
+  acts->pair_bias = nullptr;
+}
+
+const int32_t* qmm::PairBias(const PairBuffers& buffers, DType t) {
+  const int32_t offset = PairBiasOffset(t);
+  if (offset == 8 && !buffers.bias8.empty()) return buffers.bias8.data();
+  if (offset == 128 && !buffers.bias128.empty()) return buffers.bias128.data();
+  return nullptr;
 }
 
 void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
@@ -121,23 +137,29 @@ void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
 
 namespace {
 
-absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
-                 const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
-                 ThreadPool* pool) {
-  const qmm::Kernel kernel = PickKernel(wtype, n_rows);
-  if (kernel == nullptr) {
-    return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
-                  static_cast<int>(wtype));
-  }
+// Output rows of one product, by task (kRowsPerTask rows each).
+struct OutputTasks {
+  const QuantMatMulOutput* out;
+  qmm::Kernel kernel;
+  qmm::Acts acts;       // the shared activations, with this type's pair bias
+  int64_t first_task;   // tasks first_task .. first_task + n_tasks - 1
+};
+
+absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
+                       const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool) {
   qmm::Acts acts;
   acts.x = x;
   acts.x_stride = x_stride;
   acts.n_rows = n_rows;
   acts.n_in = n_in;
+  std::vector<DType> quantized_types;
+  for (int i = 0; i < n_outputs; ++i) {
+    if (qmm::UsesQuantizedActs(outputs[i].wtype)) quantized_types.push_back(outputs[i].wtype);
+  }
   std::vector<int8_t> q;
   std::vector<float> ds;
   qmm::PairBuffers pairs;
-  if (qmm::UsesQuantizedActs(wtype)) {
+  if (!quantized_types.empty()) {
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
     ds.resize(static_cast<size_t>(2 * n_rows * nb));
@@ -153,23 +175,94 @@ absl::Status Run(DType wtype, const void* W, size_t row_bytes, int64_t n_out, in
     acts.ds = ds.data();
     acts.n_blocks = nb;
     if (n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512) {
-      qmm::PackPairs(wtype, &acts, &pairs);
+      qmm::PackPairs(quantized_types, &acts, &pairs);
     }
   }
 
-  auto run_rows = [&](int64_t o_begin, int64_t o_end) {
+  std::vector<OutputTasks> tasks;
+  int64_t n_tasks = 0;
+  double work = 0.0;
+  for (int i = 0; i < n_outputs; ++i) {
+    OutputTasks t;
+    t.out = &outputs[i];
+    t.kernel = PickKernel(outputs[i].wtype, n_rows);
+    if (t.kernel == nullptr) {
+      return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
+                    static_cast<int>(outputs[i].wtype));
+    }
+    t.acts = acts;
+    if (acts.pair_q != nullptr) t.acts.pair_bias = qmm::PairBias(pairs, outputs[i].wtype);
+    t.first_task = n_tasks;
+    tasks.push_back(t);
+    n_tasks += (outputs[i].n_out + kRowsPerTask - 1) / kRowsPerTask;
+    work += static_cast<double>(outputs[i].n_out) * static_cast<double>(n_in) *
+            static_cast<double>(n_rows);
+  }
+  // Tasks [begin, end) of all outputs in order; each kernel call covers one
+  // output's whole rows, so no result depends on the split.
+  auto run_tasks = [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(static_cast<size_t>(n_in));
-    kernel(W, row_bytes, o_begin, o_end, acts, y, y_stride, scratch.data());
+    for (const OutputTasks& t : tasks) {
+      const int64_t t_end = t.first_task + (t.out->n_out + kRowsPerTask - 1) / kRowsPerTask;
+      const int64_t b = std::max(begin, t.first_task), e = std::min(end, t_end);
+      if (b >= e) continue;
+      const int64_t o_begin = (b - t.first_task) * kRowsPerTask;
+      const int64_t o_end = std::min(t.out->n_out, (e - t.first_task) * kRowsPerTask);
+      t.kernel(t.out->W, t.out->row_bytes, o_begin, o_end, t.acts, t.out->y, t.out->y_stride,
+               scratch.data());
+    }
   };
-  const double work =
-      static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows);
   if (pool != nullptr && pool->size() > 1 && work >= static_cast<double>(kMinParallelWork)) {
-    const int64_t n_tasks = (n_out + kRowsPerTask - 1) / kRowsPerTask;
-    pool->ParallelFor(n_tasks, [&](int64_t t_begin, int64_t t_end) {
-      run_rows(t_begin * kRowsPerTask, std::min(n_out, t_end * kRowsPerTask));
-    });
+    pool->ParallelFor(n_tasks, run_tasks);
   } else {
-    run_rows(0, n_out);
+    run_tasks(0, n_tasks);
+  }
+  return absl::OkStatus();
+}
+
+// QuantMatMul's checks of one product.
+absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* x,
+                         size_t x_stride, int64_t n_rows) {
+  if (o.n_out < 0 || n_in <= 0 || n_rows < 0) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad shape n_out=%d n_in=%d n_rows=%d",
+                  o.n_out, n_in, n_rows);
+  }
+  if (o.n_out == 0 || n_rows == 0) return absl::OkStatus();
+  if (o.W == nullptr || x == nullptr || o.y == nullptr) {
+    return Error(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: null pointer");
+  }
+  if (qmm::ScalarKernel(o.wtype) == nullptr) {
+    return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: weight type %d not supported",
+                  static_cast<int>(o.wtype));
+  }
+  const std::optional<size_t> need = RowBytes(o.wtype, static_cast<size_t>(n_in));
+  if (!need) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "QuantMatMul: n_in=%d is not a multiple of the block size of type %d", n_in,
+                  static_cast<int>(o.wtype));
+  }
+  if (o.row_bytes < *need) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: row_bytes %d < %d needed for n_in=%d",
+                  o.row_bytes, *need, n_in);
+  }
+  // Rows are read through their element / block types: W and row_bytes must
+  // keep every row at the type's natural alignment (always true for GGUF).
+  const size_t align = o.wtype == DType::kF32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(o.W) % align != 0 || o.row_bytes % align != 0) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "QuantMatMul: weights must be %d-byte aligned (W=%p, row_bytes=%d)", align, o.W,
+                  o.row_bytes);
+  }
+  if ((n_rows > 1 &&
+       (x_stride < static_cast<size_t>(n_in) || o.y_stride < static_cast<size_t>(o.n_out)))) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: x_stride %d / y_stride %d too small",
+                  x_stride, o.y_stride);
+  }
+  // Scratch sizes are n_rows * n_in: refuse shapes whose product overflows.
+  constexpr int64_t kMaxElems = int64_t{1} << 40;
+  if (n_in > kMaxElems / n_rows || o.n_out > kMaxElems / n_in) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: shape too large (%d x %d x %d)", n_rows,
+                  o.n_out, n_in);
   }
   return absl::OkStatus();
 }
@@ -181,49 +274,34 @@ bool QuantMatMulQuantizesActivations(DType t) { return qmm::UsesQuantizedActs(t)
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
                          ThreadPool* pool) {
-  if (n_out < 0 || n_in <= 0 || n_rows < 0) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad shape n_out=%d n_in=%d n_rows=%d",
-                  n_out, n_in, n_rows);
+  QuantMatMulOutput out;
+  out.wtype = wtype;
+  out.W = W;
+  out.row_bytes = row_bytes;
+  out.n_out = n_out;
+  out.y = y;
+  out.y_stride = y_stride;
+  return QuantMatMulShared(&out, 1, n_in, x, x_stride, n_rows, pool);
+}
+
+absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
+                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool) {
+  if (n_outputs < 0 || (n_outputs > 0 && outputs == nullptr)) {
+    return Error(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad output list");
   }
-  if (n_out == 0 || n_rows == 0) return absl::OkStatus();
-  if (W == nullptr || x == nullptr || y == nullptr) {
-    return Error(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: null pointer");
+  bool any_work = false;
+  for (int i = 0; i < n_outputs; ++i) {
+    LLM_RETURN_IF_ERROR(CheckOutput(outputs[i], n_in, x, x_stride, n_rows));
+    any_work = any_work || (outputs[i].n_out > 0 && n_rows > 0);
   }
-  if (qmm::ScalarKernel(wtype) == nullptr) {
-    return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: weight type %d not supported",
-                  static_cast<int>(wtype));
-  }
-  const std::optional<size_t> need = RowBytes(wtype, static_cast<size_t>(n_in));
-  if (!need) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT,
-                  "QuantMatMul: n_in=%d is not a multiple of the block size of type %d", n_in,
-                  static_cast<int>(wtype));
-  }
-  if (row_bytes < *need) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: row_bytes %d < %d needed for n_in=%d",
-                  row_bytes, *need, n_in);
-  }
-  // Rows are read through their element / block types: W and row_bytes must
-  // keep every row at the type's natural alignment (always true for GGUF).
-  const size_t align = wtype == DType::kF32 ? 4 : 2;
-  if (reinterpret_cast<uintptr_t>(W) % align != 0 || row_bytes % align != 0) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT,
-                  "QuantMatMul: weights must be %d-byte aligned (W=%p, row_bytes=%d)", align, W,
-                  row_bytes);
-  }
-  if ((n_rows > 1 &&
-       (x_stride < static_cast<size_t>(n_in) || y_stride < static_cast<size_t>(n_out)))) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: x_stride %d / y_stride %d too small",
-                  x_stride, y_stride);
-  }
-  // Scratch sizes are n_rows * n_in: refuse shapes whose product overflows.
-  constexpr int64_t kMaxElems = int64_t{1} << 40;
-  if (n_in > kMaxElems / n_rows || n_out > kMaxElems / n_in) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: shape too large (%d x %d x %d)", n_rows,
-                  n_out, n_in);
-  }
+  if (!any_work) return absl::OkStatus();
   try {
-    return Run(wtype, W, row_bytes, n_out, n_in, x, x_stride, n_rows, y, y_stride, pool);
+    // Outputs with no rows are skipped (their checks above stop early).
+    std::vector<QuantMatMulOutput> live;
+    for (int i = 0; i < n_outputs; ++i) {
+      if (outputs[i].n_out > 0) live.push_back(outputs[i]);
+    }
+    return RunShared(live.data(), static_cast<int>(live.size()), n_in, x, x_stride, n_rows, pool);
   } catch (const std::bad_alloc&) {
     return Error(LLM_ERR_OUT_OF_MEMORY, "QuantMatMul: out of memory");
   } catch (const std::exception& e) {

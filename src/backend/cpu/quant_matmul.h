@@ -48,4 +48,21 @@ absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
                          ThreadPool* pool);
 
+// One product of QuantMatMulShared: QuantMatMul's weight and output arguments.
+struct QuantMatMulOutput {
+  DType wtype = DType::kF32;
+  const void* W = nullptr;
+  size_t row_bytes = 0;
+  int64_t n_out = 0;
+  float* y = nullptr;
+  size_t y_stride = 0;
+};
+
+// Several products of the same activations x (a layer's Q, K and V, or gate
+// and up): each output as QuantMatMul would give it, bit for bit, but x is
+// quantized once and all outputs' rows share one parallel loop. Every output
+// is checked before any is computed.
+absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
+                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool);
+
 }  // namespace llm

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "core/dtype.h"
 
 namespace llm {
@@ -47,16 +48,22 @@ struct Acts {
   const float* pair_s = nullptr;
 };
 
-// Owns the buffers behind Acts::pair_*.
+// Owns the buffers behind Acts::pair_*: the bias for offset 8 (Q4_0) and 128
+// (Q8_0) when a weight type of the call needs it.
 struct PairBuffers {
   std::vector<int8_t> q;
   std::vector<float> d, s;
-  std::vector<int32_t> bias;
+  std::vector<int32_t> bias8, bias128;
 };
 
-// Fills buffers from acts (q and ds) for weight type t and points acts'
-// pair_* fields at them.
-void PackPairs(DType t, Acts* acts, PairBuffers* buffers);
+// The pair_bias offset of weight type t (0: none).
+int32_t PairBiasOffset(DType t);
+
+// Fills buffers from acts (q and ds), with the biases the weight types need,
+// and points acts' pair_* fields at them except pair_bias (per type:
+// PairBias).
+void PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buffers);
+const int32_t* PairBias(const PairBuffers& buffers, DType t);
 
 // Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
 // scratch: n_in floats the kernel may use (one per calling thread).
