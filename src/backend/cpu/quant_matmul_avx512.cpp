@@ -65,26 +65,22 @@ void ConvertWeightScales(const void* W, size_t row_bytes, int64_t o, int64_t row
   constexpr size_t kBlockBytes = T == DType::kQ8_0   ? sizeof(BlockQ8_0)
                                  : T == DType::kQ4_0 ? sizeof(BlockQ4_0)
                                                      : sizeof(BlockQ4_1);
-  alignas(32) uint16_t d16[16] = {}, m16[16] = {};
+  // The first 4 bytes of 16 blocks in one gather: d in the low half, Q4_1's m
+  // in the high half (for the other types, the first quant bytes: unused).
+  const __m512i offsets = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(static_cast<int>(kBlockBytes)));
   for (int64_t r = 0; r < rows; ++r) {
     const char* row = static_cast<const char*>(W) + (o + r) * row_bytes;
     for (int64_t b = 0; b < nb; b += 16) {
       const int n = nb - b < 16 ? static_cast<int>(nb - b) : 16;
-      for (int j = 0; j < n; ++j) {
-        // d is a block's first f16, Q4_1's m the second.
-        __builtin_memcpy(&d16[j], row + (b + j) * kBlockBytes, 2);
-        if constexpr (T == DType::kQ4_1) {
-          __builtin_memcpy(&m16[j], row + (b + j) * kBlockBytes + 2, 2);
-        }
-      }
       const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-      _mm512_mask_storeu_ps(
-          wd + r * nb + b, mask,
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16))));
+      const __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets,
+                                                     row + b * kBlockBytes, 1);
+      _mm512_mask_storeu_ps(wd + r * nb + b, mask, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
       if constexpr (T == DType::kQ4_1) {
-        _mm512_mask_storeu_ps(
-            wm + r * nb + b, mask,
-            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(m16))));
+        _mm512_mask_storeu_ps(wm + r * nb + b, mask,
+                              _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
       }
     }
   }
@@ -226,6 +222,14 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
     const int64_t pb_rows = a.n_rows - 2 * pb < 2 * kPairBlock ? a.n_rows - 2 * pb : 2 * kPairBlock;
     for (int64_t oc = o_begin; oc < o_end; oc += kScaleRows) {
       const int64_t oc_rows = o_end - oc < kScaleRows ? o_end - oc : kScaleRows;
+      // The next group's weights into L2 while this group computes (the
+      // rows are read once per pass, from memory).
+      const int64_t next_rows = o_end - (oc + oc_rows) < kScaleRows ? o_end - (oc + oc_rows)
+                                                                     : kScaleRows;
+      const char* next = static_cast<const char*>(W) + (oc + oc_rows) * row_bytes;
+      for (size_t off = 0; off < static_cast<size_t>(next_rows) * row_bytes; off += 64) {
+        _mm_prefetch(next + off, _MM_HINT_T1);
+      }
       ConvertWeightScales<T>(W, row_bytes, oc, oc_rows, nb, wd, wm);
       if constexpr (T == DType::kQ4_1) MinTerms(a, wm, oc_rows, 2 * pb, pb_rows, mins);
       for (int64_t o = oc; o < oc + oc_rows; o += kTileRows) {
