@@ -64,16 +64,6 @@ inline __m512 ReduceLaneClasses(const __m512* a) {
   return _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
 }
 
-// Reduction order of ggml_vec_dot_f16/_f32 (AVX-512) applied element-wise to
-// 64 registers holding lane classes 0..63 (class j*16 + l = accumulator j,
-// lane l): (acc0 + acc2) + (acc1 + acc3) per lane, then the 16 lanes.
-inline __m512 ReduceVecDotClasses(const __m512* a) {
-  __m512 x[16];
-  for (int l = 0; l < 16; ++l)
-    x[l] = _mm512_add_ps(_mm512_add_ps(a[l], a[32 + l]), _mm512_add_ps(a[16 + l], a[48 + l]));
-  return ReduceLaneClasses(x);
-}
-
 template <bool kDecode>
 void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
                   float* scores, float* acc, float* out) {
@@ -135,14 +125,35 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
   }
   // out[d] = sum_p prob[p] * v[p][d], lane class p % 16, 16 dims at a time.
   if (kDecode) {  // lane classes p mod 64, 16 dims at a time
+    // ggml_vec_dot_f16/_f32 (AVX-512): accumulator j, lane l sums positions
+    // p = 16j + l, + 64, + 128, ... in order (lane class p mod 64); the
+    // accumulators combine as (acc0 + acc2) + (acc1 + acc3) per lane, then
+    // the 16 lanes as _mm512_reduce_add_ps. Element-wise over 16 dims: the
+    // four classes of lane l in registers, combined into x[l] at once, then
+    // ReduceLaneClasses(x) -- the same fmas and adds in the same order as
+    // 64 class accumulators, without keeping 64 registers in memory.
     for (int64_t d = 0; d < hd; d += 16) {
-      __m512 a[64];
-      for (int l = 0; l < 64; ++l) a[l] = _mm512_setzero_ps();
       const size_t off = head_off + d;
-      for (int64_t p = 0; p < n_kv; ++p)
-        a[p & 63] =
-            _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a[p & 63]);
-      _mm512_storeu_ps(out + d, ReduceVecDotClasses(a));
+      __m512 x[16];
+      for (int l = 0; l < 16; ++l) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t p = l;
+        for (; p + 48 < n_kv; p += 64) {  // four independent chains per step
+          a0 = _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a0);
+          a1 = _mm512_fmadd_ps(Load16(kv.v[p + 16], kv.f16, off), _mm512_set1_ps(scores[p + 16]), a1);
+          a2 = _mm512_fmadd_ps(Load16(kv.v[p + 32], kv.f16, off), _mm512_set1_ps(scores[p + 32]), a2);
+          a3 = _mm512_fmadd_ps(Load16(kv.v[p + 48], kv.f16, off), _mm512_set1_ps(scores[p + 48]), a3);
+        }
+        if (p < n_kv) a0 = _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a0);
+        if (p + 16 < n_kv) {
+          a1 = _mm512_fmadd_ps(Load16(kv.v[p + 16], kv.f16, off), _mm512_set1_ps(scores[p + 16]), a1);
+        }
+        if (p + 32 < n_kv) {
+          a2 = _mm512_fmadd_ps(Load16(kv.v[p + 32], kv.f16, off), _mm512_set1_ps(scores[p + 32]), a2);
+        }
+        x[l] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+      }
+      _mm512_storeu_ps(out + d, ReduceLaneClasses(x));
     }
     return;
   }
