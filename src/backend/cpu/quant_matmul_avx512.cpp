@@ -112,13 +112,23 @@ void MinTerms(const qmm::Acts& a, const float* wm, int64_t rows, int64_t row0, i
   }
 }
 
+// Cache lines a tile prefetches into L2 for the next group of weight rows
+// (read once per call, from memory): lines first .. first + n - 1 of 64
+// bytes from base, per_block of them per block iteration, spread over the
+// tiles so that no burst of prefetches fills the miss queues.
+struct TilePrefetch {
+  const char* base = nullptr;
+  int64_t n = 0;
+  int64_t per_block = 0;
+};
+
 // y[row][o + r] for weight rows o .. o + R - 1 and the rows of pairs
 // p0 .. p0 + P - 1. wd: the rows' f32 scales [R][n_blocks]; mins (Q4_1):
 // their min terms, mins[r][0] for row 2 * p0.
 template <DType T, int R, int P>
 void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& a, int64_t p0,
-                   const float* wd, const float (*mins)[2 * kPairBlock], float* y,
-                   size_t y_stride) {
+                   const float* wd, const float (*mins)[2 * kPairBlock], TilePrefetch pf,
+                   float* y, size_t y_stride) {
   static_assert(R >= 1 && P >= 1);
   __m512 acc[R][P];
 #pragma GCC unroll 4
@@ -135,6 +145,9 @@ void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& 
   const char* w0 = static_cast<const char*>(W) + o * row_bytes;
   const int64_t nb = a.n_blocks;
   for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t i = b * pf.per_block, e = i + pf.per_block; i < e && i < pf.n; ++i) {
+      _mm_prefetch(pf.base + 64 * i, _MM_HINT_T1);
+    }
     __m512i wq[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -188,7 +201,7 @@ void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& 
 // quant_matmul_simd.inc on ISA flags and ODR).
 struct PairTileFn {
   void (*run)(const void*, size_t, int64_t, const qmm::Acts&, int64_t, const float*,
-              const float (*)[2 * kPairBlock], float*, size_t);
+              const float (*)[2 * kPairBlock], TilePrefetch, float*, size_t);
 };
 
 // Tiles of up to kTileRows weight rows x kTilePairs pairs (16 accumulators,
@@ -222,14 +235,17 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
     const int64_t pb_rows = a.n_rows - 2 * pb < 2 * kPairBlock ? a.n_rows - 2 * pb : 2 * kPairBlock;
     for (int64_t oc = o_begin; oc < o_end; oc += kScaleRows) {
       const int64_t oc_rows = o_end - oc < kScaleRows ? o_end - oc : kScaleRows;
-      // The next group's weights into L2 while this group computes (the
-      // rows are read once per pass, from memory).
+      // The next group's weights, prefetched by this group's tiles.
       const int64_t next_rows = o_end - (oc + oc_rows) < kScaleRows ? o_end - (oc + oc_rows)
                                                                      : kScaleRows;
+      const int64_t next_lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
+      const int64_t n_tiles =
+          (oc_rows + kTileRows - 1) / kTileRows * ((pe - pb + kTilePairs - 1) / kTilePairs);
+      const int64_t tile_lines = (next_lines + n_tiles - 1) / n_tiles;
+      TilePrefetch pf;
+      pf.per_block = (tile_lines + nb - 1) / nb;
       const char* next = static_cast<const char*>(W) + (oc + oc_rows) * row_bytes;
-      for (size_t off = 0; off < static_cast<size_t>(next_rows) * row_bytes; off += 64) {
-        _mm_prefetch(next + off, _MM_HINT_T1);
-      }
+      int64_t tile = 0;
       ConvertWeightScales<T>(W, row_bytes, oc, oc_rows, nb, wd, wm);
       if constexpr (T == DType::kQ4_1) MinTerms(a, wm, oc_rows, 2 * pb, pb_rows, mins);
       for (int64_t o = oc; o < oc + oc_rows; o += kTileRows) {
@@ -238,8 +254,12 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
           const int64_t pairs = pe - p < kTilePairs ? pe - p : kTilePairs;
           const auto* tile_mins = reinterpret_cast<const float(*)[2 * kPairBlock]>(
               &mins[o - oc][2 * (p - pb)]);
+          pf.base = next + 64 * tile * tile_lines;
+          const int64_t left = next_lines - tile * tile_lines;
+          pf.n = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
+          ++tile;
           kPairTiles<T>[rows - 1][pairs - 1].run(W, row_bytes, o, a, p, wd + (o - oc) * nb,
-                                                 tile_mins, y, y_stride);
+                                                 tile_mins, pf, y, y_stride);
         }
       }
     }
