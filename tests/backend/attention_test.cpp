@@ -384,7 +384,7 @@ TEST(AttentionTest, BatchEqualsSeparateCallsBitExact) {
     int64_t n_q, pos0, block_tokens;
     bool f16;
   };
-  const Seq seqs[] = {{1, 40, 16, true}, {5, 0, 3, true}, {1, 0, 1, false},
+  const Seq seqs[] = {{1, 40, 16, true}, {5, 0, 3, true},   {1, 0, 1, false},
                       {0, 7, 16, true},  {3, 17, 7, false}, {1, 63, 16, true}};
   for (SimdLevel level : SupportedLevels()) {
     SetSimdLevelForTesting(level);
@@ -419,7 +419,8 @@ TEST(AttentionTest, BatchEqualsSeparateCallsBitExact) {
         ASSERT_TRUE(AttentionBatch(jobs, n_head, p, invariant).ok());
         for (size_t i = 0; i < std::size(seqs); ++i) {
           const size_t n = static_cast<size_t>(seqs[i].n_q * n_head * hd);
-          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), n * sizeof(float))) << "job " << i;
+          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), n * sizeof(float)))
+              << "job " << i;
         }
         // A bad last job: refused, and no output written.
         for (auto& g : got) std::fill(g.begin(), g.end(), -7.0f);

@@ -72,8 +72,8 @@ struct RopeCase {
   int64_t n_heads, head_dim, rope_dims, pos;
   float base;
 };
-const RopeCase kRopeCases[] = {{9, 64, 64, 0, 10000.0f},      {9, 64, 64, 1, 10000.0f},
-                               {3, 64, 64, 8191, 100000.0f},  {2, 80, 32, 517, 10000.0f},
+const RopeCase kRopeCases[] = {{9, 64, 64, 0, 10000.0f},         {9, 64, 64, 1, 10000.0f},
+                               {3, 64, 64, 8191, 100000.0f},     {2, 80, 32, 517, 10000.0f},
                                {1, 128, 128, 123456, 500000.0f}, {2, 600, 600, 77, 10000.0f},
                                {3, 40, 38, 300, 10000.0f}};
 
@@ -146,9 +146,10 @@ TEST(OpsTest, F32ToF16RowMatchesScalarConversion) {
   std::vector<float> x;
   std::uniform_real_distribution<float> exponent(-30.0f, 17.0f), unit(-1.0f, 1.0f);
   for (int i = 0; i < 997; ++i) x.push_back(unit(rng) * std::exp2(exponent(rng)));
-  for (float v : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e9f, -1e9f, 5.96e-8f, 2.98e-8f,
-                  1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, std::numeric_limits<float>::infinity(),
-                  -std::numeric_limits<float>::infinity()}) {
+  for (float v :
+       {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e9f, -1e9f, 5.96e-8f, 2.98e-8f,
+        1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
     x.push_back(v);
   }
   x.push_back(std::numeric_limits<float>::quiet_NaN());

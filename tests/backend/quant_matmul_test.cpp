@@ -370,8 +370,8 @@ TEST(QuantMatMulTest, SharedEqualsSeparateCallsBitExact) {
           ASSERT_TRUE(QuantMatMul(types[i], ws[i].data(), rb, n_outs[i], n_in, x.data(), n_in,
                                   n_rows, want[i].data(), n_outs[i], p)
                           .ok());
-          outs[i] = {types[i], ws[i].data(), rb, n_outs[i], got[i].data(),
-                     static_cast<size_t>(n_outs[i])};
+          outs[i] = {types[i],  ws[i].data(),  rb,
+                     n_outs[i], got[i].data(), static_cast<size_t>(n_outs[i])};
         }
         ASSERT_TRUE(QuantMatMulShared(outs, 5, n_in, x.data(), n_in, n_rows, p).ok());
         for (int i = 0; i < 4; ++i) {

@@ -115,8 +115,7 @@ absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT,
                   "Attention: bad shape n_q=%d n_head=%d n_head_kv=%d head_dim=%d pos0=%d "
                   "row_stride=%d block_tokens=%d",
-                  j.n_q, n_head, kv.n_head_kv, kv.head_dim, j.pos0, kv.row_stride,
-                  kv.block_tokens);
+                  j.n_q, n_head, kv.n_head_kv, kv.head_dim, j.pos0, kv.row_stride, kv.block_tokens);
   }
   if (j.n_q > 0 && (j.q == nullptr || j.out == nullptr || kv.blocks == nullptr)) {
     return Error(LLM_ERR_INVALID_ARGUMENT, "Attention: null q, out or KV block table");
@@ -210,8 +209,8 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
       const int64_t local = task - r.first_task;
       const int64_t t = local / n_head, h = local % n_head;
-      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, scale,
-               scores.data(), acc.data(), j.out + (t * n_head + h) * hd);
+      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, scale, scores.data(),
+               acc.data(), j.out + (t * n_head + h) * hd);
     }
   };
   if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {

@@ -179,21 +179,21 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
       const size_t off = head_off + d;
       __m512 x[16];
       for (int l = 0; l < 16; ++l) {
+        // a = fma(v[p] (16 dims), prob[p], a)
+        auto add = [&](int64_t p, __m512 a) {
+          return _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a);
+        };
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int64_t p = l;
         for (; p + 48 < n_kv; p += 64) {  // four independent chains per step
-          a0 = _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a0);
-          a1 = _mm512_fmadd_ps(Load16(kv.v[p + 16], kv.f16, off), _mm512_set1_ps(scores[p + 16]), a1);
-          a2 = _mm512_fmadd_ps(Load16(kv.v[p + 32], kv.f16, off), _mm512_set1_ps(scores[p + 32]), a2);
-          a3 = _mm512_fmadd_ps(Load16(kv.v[p + 48], kv.f16, off), _mm512_set1_ps(scores[p + 48]), a3);
+          a0 = add(p, a0);
+          a1 = add(p + 16, a1);
+          a2 = add(p + 32, a2);
+          a3 = add(p + 48, a3);
         }
-        if (p < n_kv) a0 = _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a0);
-        if (p + 16 < n_kv) {
-          a1 = _mm512_fmadd_ps(Load16(kv.v[p + 16], kv.f16, off), _mm512_set1_ps(scores[p + 16]), a1);
-        }
-        if (p + 32 < n_kv) {
-          a2 = _mm512_fmadd_ps(Load16(kv.v[p + 32], kv.f16, off), _mm512_set1_ps(scores[p + 32]), a2);
-        }
+        if (p < n_kv) a0 = add(p, a0);
+        if (p + 16 < n_kv) a1 = add(p + 16, a1);
+        if (p + 32 < n_kv) a2 = add(p + 32, a2);
         x[l] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
       }
       _mm512_storeu_ps(out + d, ReduceLaneClasses(x));

@@ -39,8 +39,8 @@ int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out) 
   return i;
 }
 
-int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half,
-                        const float* cos, const float* sin, bool neox) {
+int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos,
+                        const float* sin, bool neox) {
   const int64_t n16 = half - half % 16;
   // Normal mode: pairs (x[2i], x[2i+1]) of 16 pairs in two registers; even /
   // odd lanes gathered and scattered back by two-register permutes.

@@ -15,8 +15,8 @@ int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out);
 // RopeApply's rotation for the first half - half % 16 pairs of every head
 // (the same products and fmas, 16 pairs at a time); returns that count. The
 // caller rotates the remaining pairs.
-int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half,
-                        const float* cos, const float* sin, bool neox);
+int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos,
+                        const float* sin, bool neox);
 
 // F32ToF16Row for the first n - n % 16 elements (vcvtps2ph, nearest even);
 // returns that count.

@@ -57,9 +57,7 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
-int32_t qmm::PairBiasOffset(DType t) {
-  return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
-}
+int32_t qmm::PairBiasOffset(DType t) { return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0; }
 
 void qmm::PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buffers) {
   const int64_t n_rows = acts->n_rows, nb = acts->n_blocks, n_pairs = (n_rows + 1) / 2;
@@ -67,6 +65,8 @@ void qmm::PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buff
   buffers->q.assign(static_cast<size_t>(nb * n_pairs * 64), 0);
   buffers->d.assign(pair_floats, 0.0f);
   buffers->s.resize(static_cast<size_t>(nb * n_rows));
+  buffers->bias8.clear();
+  buffers->bias128.clear();
   for (DType t : types) {
     if (PairBiasOffset(t) == 8) buffers->bias8.assign(pair_floats, 0);
     if (PairBiasOffset(t) == 128) buffers->bias128.assign(pair_floats, 0);
@@ -141,8 +141,8 @@ namespace {
 struct OutputTasks {
   const QuantMatMulOutput* out;
   qmm::Kernel kernel;
-  qmm::Acts acts;       // the shared activations, with this type's pair bias
-  int64_t first_task;   // tasks first_task .. first_task + n_tasks - 1
+  qmm::Acts acts;      // the shared activations, with this type's pair bias
+  int64_t first_task;  // tasks first_task .. first_task + n_tasks - 1
 };
 
 absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
@@ -221,8 +221,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
 }
 
 // QuantMatMul's checks of one product.
-absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* x,
-                         size_t x_stride, int64_t n_rows) {
+absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* x, size_t x_stride,
+                         int64_t n_rows) {
   if (o.n_out < 0 || n_in <= 0 || n_rows < 0) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad shape n_out=%d n_in=%d n_rows=%d",
                   o.n_out, n_in, n_rows);

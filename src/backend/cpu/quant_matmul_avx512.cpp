@@ -67,9 +67,9 @@ void ConvertWeightScales(const void* W, size_t row_bytes, int64_t o, int64_t row
                                                      : sizeof(BlockQ4_1);
   // The first 4 bytes of 16 blocks in one gather: d in the low half, Q4_1's m
   // in the high half (for the other types, the first quant bytes: unused).
-  const __m512i offsets = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-      _mm512_set1_epi32(static_cast<int>(kBlockBytes)));
+  const __m512i offsets =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(kBlockBytes)));
   for (int64_t r = 0; r < rows; ++r) {
     const char* row = static_cast<const char*>(W) + (o + r) * row_bytes;
     for (int64_t b = 0; b < nb; b += 16) {
@@ -113,9 +113,10 @@ void MinTerms(const qmm::Acts& a, const float* wm, int64_t rows, int64_t row0, i
 }
 
 // Cache lines a tile prefetches into L2 for the next group of weight rows
-// (read once per call, from memory): lines first .. first + n - 1 of 64
-// bytes from base, per_block of them per block iteration, spread over the
-// tiles so that no burst of prefetches fills the miss queues.
+// (read once per call, from memory): the n lines of 64 bytes from base,
+// per_block of them per block iteration. QuantPairKernel spreads the next
+// group over the current group's tiles, so that no burst of prefetches
+// fills the miss queues (a burst measured slower than none).
 struct TilePrefetch {
   const char* base = nullptr;
   int64_t n = 0;
@@ -127,8 +128,8 @@ struct TilePrefetch {
 // their min terms, mins[r][0] for row 2 * p0.
 template <DType T, int R, int P>
 void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& a, int64_t p0,
-                   const float* wd, const float (*mins)[2 * kPairBlock], TilePrefetch pf,
-                   float* y, size_t y_stride) {
+                   const float* wd, const float (*mins)[2 * kPairBlock], TilePrefetch pf, float* y,
+                   size_t y_stride) {
   static_assert(R >= 1 && P >= 1);
   __m512 acc[R][P];
 #pragma GCC unroll 4
@@ -236,8 +237,8 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
     for (int64_t oc = o_begin; oc < o_end; oc += kScaleRows) {
       const int64_t oc_rows = o_end - oc < kScaleRows ? o_end - oc : kScaleRows;
       // The next group's weights, prefetched by this group's tiles.
-      const int64_t next_rows = o_end - (oc + oc_rows) < kScaleRows ? o_end - (oc + oc_rows)
-                                                                     : kScaleRows;
+      const int64_t next_rows =
+          o_end - (oc + oc_rows) < kScaleRows ? o_end - (oc + oc_rows) : kScaleRows;
       const int64_t next_lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
       const int64_t n_tiles =
           (oc_rows + kTileRows - 1) / kTileRows * ((pe - pb + kTilePairs - 1) / kTilePairs);
@@ -252,8 +253,8 @@ void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
         const int64_t rows = oc + oc_rows - o < kTileRows ? oc + oc_rows - o : kTileRows;
         for (int64_t p = pb; p < pe; p += kTilePairs) {
           const int64_t pairs = pe - p < kTilePairs ? pe - p : kTilePairs;
-          const auto* tile_mins = reinterpret_cast<const float(*)[2 * kPairBlock]>(
-              &mins[o - oc][2 * (p - pb)]);
+          const auto* tile_mins =
+              reinterpret_cast<const float(*)[2 * kPairBlock]>(&mins[o - oc][2 * (p - pb)]);
           pf.base = next + 64 * tile * tile_lines;
           const int64_t left = next_lines - tile * tile_lines;
           pf.n = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
