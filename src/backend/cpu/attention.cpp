@@ -105,6 +105,7 @@ struct ResolvedJob {
   attn::AttendFn attend;
   attn::KvRows rows;
   int64_t first_task;  // tasks first_task .. + n_q * n_head - 1 are this job's
+  float scale;         // 1 / sqrt(head_dim)
 };
 
 absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
@@ -185,6 +186,7 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     r.rows.head_dim = j.kv.head_dim;
     LLM_RETURN_IF_ERROR(ResolveRows(j.kv, n_pos, rows.data() + row, rows.data() + row + n_pos));
     r.first_task = n_tasks;
+    r.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(j.kv.head_dim)));
     resolved.push_back(r);
     row += 2 * n_pos;
     n_tasks += j.n_q * n_head;
@@ -206,11 +208,10 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       const ResolvedJob& r = resolved[ji];
       const AttentionJob& j = *r.job;
       const int64_t hd = j.kv.head_dim, group = n_head / j.kv.n_head_kv;
-      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
       const int64_t local = task - r.first_task;
       const int64_t t = local / n_head, h = local % n_head;
-      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, scale, scores.data(),
-               acc.data(), j.out + (t * n_head + h) * hd);
+      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, r.scale,
+               scores.data(), acc.data(), j.out + (t * n_head + h) * hd);
     }
   };
   if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
