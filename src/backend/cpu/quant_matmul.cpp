@@ -32,8 +32,8 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
   // machines too: it reproduces ggml-cpu's vec_dot_q4_x_q8_x bit for bit
   // (ggml has no AVX-512 variant of these); a different order would flip
   // activation-quantization roundings downstream and move SmolLM2's logits by
-  // ~0.2 (tools/exact_forward.py). Batches take the AVX-512 pair kernel,
-  // which computes each row with exactly that sequence, two rows per
+  // ~0.2 (tools/exact_forward.py). Batches take the AVX-512 wide kernel,
+  // which computes each row with exactly that sequence, 16 weight rows per
   // register (quant_matmul_avx512.cpp).
   if (level == SimdLevel::kAvx512 && (!qmm::UsesQuantizedActs(t) || n_rows >= 2)) {
     k = qmm::Avx512Kernel(t);
@@ -57,50 +57,22 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
-int32_t qmm::PairBiasOffset(DType t) { return t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0; }
-
-void qmm::PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buffers) {
-  const int64_t n_rows = acts->n_rows, nb = acts->n_blocks, n_pairs = (n_rows + 1) / 2;
-  const size_t pair_floats = static_cast<size_t>(nb * n_pairs * 16);
-  buffers->q.assign(static_cast<size_t>(nb * n_pairs * 64), 0);
-  buffers->d.assign(pair_floats, 0.0f);
-  buffers->s.resize(static_cast<size_t>(nb * n_rows));
-  buffers->bias8.clear();
-  buffers->bias128.clear();
-  for (DType t : types) {
-    if (PairBiasOffset(t) == 8) buffers->bias8.assign(pair_floats, 0);
-    if (PairBiasOffset(t) == 128) buffers->bias128.assign(pair_floats, 0);
+void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
+  const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+  if (offset == 0) {
+    acts->bias = nullptr;
+    return;
   }
-  const bool bias8 = !buffers->bias8.empty(), bias128 = !buffers->bias128.empty();
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t half = r % 2;  // row 2p + half of pair p
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t pair = b * n_pairs + r / 2;
-      const int8_t* q = acts->q + r * acts->n_in + b * kActBlock;
-      std::copy(q, q + kActBlock, buffers->q.begin() + pair * 64 + half * 32);
-      const float d = acts->ds[2 * (r * nb + b)];
-      std::fill_n(buffers->d.begin() + pair * 16 + half * 8, 8, d);
-      for (int lane = 0; lane < 8; ++lane) {
-        const int32_t sum = q[4 * lane] + q[4 * lane + 1] + q[4 * lane + 2] + q[4 * lane + 3];
-        const int64_t at = pair * 16 + half * 8 + lane;
-        if (bias8) buffers->bias8[at] = -8 * sum;
-        if (bias128) buffers->bias128[at] = -128 * sum;
-      }
-      buffers->s[b * n_rows + r] = acts->ds[2 * (r * nb + b) + 1];
+  std::vector<int32_t>& bias = offset == 8 ? buffers->bias8 : buffers->bias128;
+  if (bias.empty()) {
+    const int64_t n = acts->n_rows * acts->n_in / 4;
+    bias.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int8_t* q = acts->q + 4 * i;
+      bias[static_cast<size_t>(i)] = -offset * (q[0] + q[1] + q[2] + q[3]);
     }
   }
-  acts->n_pairs = n_pairs;
-  acts->pair_q = buffers->q.data();
-  acts->pair_d = buffers->d.data();
-  acts->pair_s = buffers->s.data();
-  acts->pair_bias = nullptr;
-}
-
-const int32_t* qmm::PairBias(const PairBuffers& buffers, DType t) {
-  const int32_t offset = PairBiasOffset(t);
-  if (offset == 8 && !buffers.bias8.empty()) return buffers.bias8.data();
-  if (offset == 128 && !buffers.bias128.empty()) return buffers.bias128.data();
-  return nullptr;
+  acts->bias = bias.data();
 }
 
 void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
@@ -141,7 +113,7 @@ namespace {
 struct OutputTasks {
   const QuantMatMulOutput* out;
   qmm::Kernel kernel;
-  qmm::Acts acts;      // the shared activations, with this type's pair bias
+  qmm::Acts acts;      // the shared activations, with this type's bias
   int64_t first_task;  // tasks first_task .. first_task + n_tasks - 1
 };
 
@@ -152,14 +124,12 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   acts.x_stride = x_stride;
   acts.n_rows = n_rows;
   acts.n_in = n_in;
-  std::vector<DType> quantized_types;
-  for (int i = 0; i < n_outputs; ++i) {
-    if (qmm::UsesQuantizedActs(outputs[i].wtype)) quantized_types.push_back(outputs[i].wtype);
-  }
+  bool any_quantized = false;
+  for (int i = 0; i < n_outputs; ++i) any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
   std::vector<int8_t> q;
   std::vector<float> ds;
-  qmm::PairBuffers pairs;
-  if (!quantized_types.empty()) {
+  qmm::BiasBuffers biases;
+  if (any_quantized) {
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
     ds.resize(static_cast<size_t>(2 * n_rows * nb));
@@ -174,10 +144,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
-    if (n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512) {
-      qmm::PackPairs(quantized_types, &acts, &pairs);
-    }
   }
+  const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
   std::vector<OutputTasks> tasks;
   int64_t n_tasks = 0;
@@ -191,7 +159,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if (acts.pair_q != nullptr) t.acts.pair_bias = qmm::PairBias(pairs, outputs[i].wtype);
+    if (wide && qmm::UsesQuantizedActs(outputs[i].wtype)) {
+      qmm::SetBias(outputs[i].wtype, &t.acts, &biases);
+    }
     t.first_task = n_tasks;
     tasks.push_back(t);
     n_tasks += (outputs[i].n_out + kRowsPerTask - 1) / kRowsPerTask;
@@ -201,7 +171,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // Tasks [begin, end) of all outputs in order; each kernel call covers one
   // output's whole rows, so no result depends on the split.
   auto run_tasks = [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(static_cast<size_t>(n_in));
+    std::vector<float> scratch(static_cast<size_t>(n_in * qmm::kScratchPerInput));
     for (const OutputTasks& t : tasks) {
       const int64_t t_end = t.first_task + (t.out->n_out + kRowsPerTask - 1) / kRowsPerTask;
       const int64_t b = std::max(begin, t.first_task), e = std::min(end, t_end);

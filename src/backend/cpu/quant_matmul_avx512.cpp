@@ -1,7 +1,7 @@
 // AVX-512 VNNI kernels for QuantMatMul (compiled with the AVX-512 flags;
 // called only when ActiveSimdLevel() == kAvx512): the shared AVX2-style code
 // (quant_matmul_simd.inc) with vpdpbusd for the u8 x s8 dot.
-// Q8_0 / Q4_0 / Q4_1 batches (2+ rows) run on QuantPairKernel below, whose
+// Q8_0 / Q4_0 / Q4_1 batches (2+ rows) run on QuantWideKernel below, whose
 // outputs equal the AVX2 kernel's (ggml-cpu's vec_dot order) bit for bit;
 // single rows keep the AVX2 kernel (PickKernel in quant_matmul.cpp). An
 // earlier two-blocks-per-register kernel was faster but broke that
@@ -14,8 +14,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <array>
-#include <utility>
+#include <cstdint>
 
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
@@ -32,89 +31,157 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 // Batches (several activation rows), in the same order as the one-row kernel
 // (ggml's vec_dot), so every output equals QuantRowTile's bit for bit
-// (tests/backend/quant_matmul_test.cpp) at about a third of its instructions.
+// (tests/backend/quant_matmul_test.cpp) at about half of its instructions.
 //
-// A pair of activation rows shares one 512-bit register: row 2p in the low
-// and row 2p + 1 in the high 256 bits (Acts::pair_*). Each half goes through
-// QuantRowTile's per-row sequence: the same exact integer lane sums, the same
-// f32(dw) * f32(dx) product, one fmadd per lane and block, the same horizontal
-// sum and Q4_1 min-term fma chain. The work is split so that the inner loop
-// costs four vector instructions per weight row, row pair and block:
-//   - vpdpbusd wants u8 x s8. Instead of QuantRowTile's sign trick (two
-//     vpsignb per row), the weights enter unsigned (Q4: the nibble, Q8_0:
-//     w + 128) and the lane accumulator starts at -offset * (sum of the 4
-//     activations), precomputed per pair (pair_bias). Integer sums are exact,
-//     so each lane ends at sum(w * q) as before.
-//   - The weight scales are converted to f32 once per 16 weight rows
-//     (ConvertWeightScales), and Q4_1's min terms (a chain of their own) are
-//     summed there for all activation rows at once (MinTerms), 16 chains side
-//     by side instead of one latency-bound chain per tile.
-//   - A tile (QuantPairTile) is R weight rows x P pairs: a weight block is
-//     unpacked once per P pairs, a pair's data loaded once per R rows.
+// QuantRowTile keeps, per weight row o and activation row a, 8 f32 lane
+// accumulators L_g (g = 0..7: elements 4g..4g+3 of every 32-block), each
+//   L_g = fma(f32(dw[b]) * f32(da[b]), f32(sum of the 4 products), L_g)
+// over the blocks b in order, then hsum_float_8 (L_0 + L_4, ..., their pair
+// sums, the total) and Q4_1's separate min-term chain fma(mw[b], sa[b], .).
+// This kernel runs the same operations with 16 weight rows side by side:
+// lane l of a 512-bit register belongs to weight row o + l, so
+//   - one vpdpbusd gives lane g's integer sum for 16 rows at once (the
+//     weights rearranged per block: PrepareGroup), the activation's 4 bytes
+//     broadcast from memory;
+//   - the scale product dw * da is one vmulps per block and activation row
+//     for all 8 lanes g (QuantRowTile needs one per lane vector);
+//   - hsum_float_8 becomes 7 vertical adds for 16 outputs, stored as one
+//     vector (y[a][o .. o + 15] are contiguous).
+// That is 3 vector instructions per 16 weight rows, activation row, block
+// and lane g (vpdpbusd, vcvtdq2ps, vfmadd) plus 1-2 per block and row.
+//   - vpdpbusd wants u8 x s8. The weights enter unsigned (Q4: the nibble,
+//     Q8_0: w + 128) and the integer sum starts at -offset * (sum of the 4
+//     activations), precomputed per call (Acts::bias). Integer sums are
+//     exact, so each lane ends at sum(w * q) as in QuantRowTile.
 
-// Weight rows whose scales (and Q4_1 min terms) are prepared together.
-constexpr int64_t kScaleRows = 16;
-// Pairs per pass over the weights: a long batch (prefill) stays in cache.
-constexpr int64_t kPairBlock = 32;
+// Weight rows per group: one 32-bit lane each.
+constexpr int kGroupRows = 16;
+// The 8 lane vectors g of a 32-block.
+constexpr int kLaneGroups = 8;
 
-// The f16 scales of weight rows o .. o + rows - 1 as f32 (exact conversions,
-// as QuantRowTile's cvtph): d into wd [rows][nb], Q4_1's m into wm [rows][nb].
+// A group's scratch per 32-block: 8 x 16 u32 of weights and 16 + 16 f32
+// scales, plus 16 floats once for the 64-byte alignment.
+static_assert(qmm::kScratchPerInput * qmm::kActBlock >= (kLaneGroups + 2) * kGroupRows + 16);
+
+// A group of weight rows o .. o + n - 1 (n <= 16) as PrepareGroup lays it
+// out (rows >= n are zeros):
+//   q [nb][8][16] u32: lane l of vector (b, g) = row o + l's elements
+//     32b + 4g .. 32b + 4g + 3 as u8 (Q4: the nibble, Q8_0: w ^ 0x80)
+//   d [nb][16] f32: the rows' scales; m [nb][16] f32: Q4_1's mins
+struct WideGroup {
+  const uint32_t* q = nullptr;
+  const float* d = nullptr;
+  const float* m = nullptr;
+  int n = 0;
+};
+
+// out[k] lane l = 32-bit word k of the 16 bytes at rows[l] (a 16 x 4
+// transpose): rows 4j .. 4j + 3 fill the 128-bit lanes of r[j]; two rounds
+// of two-source permutes gather words (0, 1) and (2, 3) of 8 rows, then
+// each word of 16 rows.
+inline void Transpose16x4(const uint8_t* const rows[kGroupRows], __m512i out[4]) {
+  __m512i r[4];
+  for (int j = 0; j < 4; ++j) {
+    __m512i v =
+        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j])));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 1])),
+                           1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 2])),
+                           2);
+    r[j] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 3])),
+                              3);
+  }
+  // Word k of row i (0..7) of the pair (r[0], r[1]) is element 4i + k.
+  const __m512i words01 =
+      _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i words23 =
+      _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+  const __m512i low8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i high8 =
+      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const __m512i a01 = _mm512_permutex2var_epi32(r[0], words01, r[1]);  // rows 0..7: words 0 | 1
+  const __m512i a23 = _mm512_permutex2var_epi32(r[0], words23, r[1]);  // rows 0..7: words 2 | 3
+  const __m512i b01 = _mm512_permutex2var_epi32(r[2], words01, r[3]);  // rows 8..15
+  const __m512i b23 = _mm512_permutex2var_epi32(r[2], words23, r[3]);
+  out[0] = _mm512_permutex2var_epi32(a01, low8, b01);
+  out[1] = _mm512_permutex2var_epi32(a01, high8, b01);
+  out[2] = _mm512_permutex2var_epi32(a23, low8, b23);
+  out[3] = _mm512_permutex2var_epi32(a23, high8, b23);
+}
+
+// Lays out weight rows o .. o + n - 1 as WideGroup describes, into scratch
+// (qmm::kScratchPerInput * n_in floats, 64-byte aligned).
 template <DType T>
-void ConvertWeightScales(const void* W, size_t row_bytes, int64_t o, int64_t rows, int64_t nb,
-                         float* wd, float* wm) {
+WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_t nb,
+                       float* scratch) {
   constexpr size_t kBlockBytes = T == DType::kQ8_0   ? sizeof(BlockQ8_0)
                                  : T == DType::kQ4_0 ? sizeof(BlockQ4_0)
                                                      : sizeof(BlockQ4_1);
-  // The first 4 bytes of 16 blocks in one gather: d in the low half, Q4_1's m
-  // in the high half (for the other types, the first quant bytes: unused).
-  const __m512i offsets =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(kBlockBytes)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const char* row = static_cast<const char*>(W) + (o + r) * row_bytes;
-    for (int64_t b = 0; b < nb; b += 16) {
-      const int n = nb - b < 16 ? static_cast<int>(nb - b) : 16;
-      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-      const __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets,
-                                                     row + b * kBlockBytes, 1);
-      _mm512_mask_storeu_ps(wd + r * nb + b, mask, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
-      if constexpr (T == DType::kQ4_1) {
-        _mm512_mask_storeu_ps(wm + r * nb + b, mask,
-                              _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
+  constexpr size_t kQsOffset = T == DType::kQ4_1 ? 4 : 2;  // after d (and Q4_1's m)
+  alignas(64) static const uint8_t kZeros[32] = {};
+  WideGroup g;
+  g.n = n;
+  auto* q = reinterpret_cast<uint32_t*>(scratch);
+  float* d = scratch + nb * kLaneGroups * kGroupRows;
+  float* m = d + nb * kGroupRows;
+  g.q = q;
+  g.d = d;
+  g.m = m;
+  const char* base = static_cast<const char*>(W) + o * row_bytes;
+  const __mmask8 lo_mask = static_cast<__mmask8>(n >= 8 ? 0xFF : (1u << n) - 1);
+  const __mmask8 hi_mask = static_cast<__mmask8>(n >= 16 ? 0xFF : n > 8 ? (1u << (n - 8)) - 1 : 0);
+  const __m512i lo_offsets = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+                                                _mm512_set1_epi64(static_cast<int64_t>(row_bytes)));
+  const __m512i hi_offsets =
+      _mm512_add_epi64(lo_offsets, _mm512_set1_epi64(static_cast<int64_t>(8 * row_bytes)));
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* rows[kGroupRows];
+  for (int64_t b = 0; b < nb; ++b) {
+    const char* blocks = base + b * kBlockBytes;
+    // The first 4 bytes of each row's block: f16 d, then Q4_1's f16 m.
+    const __m256i dm_lo =
+        _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), lo_mask, lo_offsets, blocks, 1);
+    const __m256i dm_hi =
+        _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), hi_mask, hi_offsets, blocks, 1);
+    const __m512i dm = _mm512_inserti64x4(_mm512_castsi256_si512(dm_lo), dm_hi, 1);
+    _mm512_store_ps(d + b * kGroupRows, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+    if constexpr (T == DType::kQ4_1) {
+      _mm512_store_ps(m + b * kGroupRows,
+                      _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
+    }
+    uint32_t* qb = q + b * kLaneGroups * kGroupRows;
+    for (int l = 0; l < kGroupRows; ++l) {
+      rows[l] =
+          l < n ? reinterpret_cast<const uint8_t*>(blocks + l * row_bytes + kQsOffset) : kZeros;
+    }
+    __m512i words[4];
+    Transpose16x4(rows, words);
+    if constexpr (T == DType::kQ8_0) {
+      // Words 0..3: elements 0..15; then the block's second half.
+      for (int k = 0; k < 4; ++k) {
+        _mm512_store_si512(qb + k * kGroupRows, _mm512_xor_si512(words[k], flip));
+      }
+      for (int l = 0; l < n; ++l) rows[l] += 16;
+      Transpose16x4(rows, words);
+      for (int k = 0; k < 4; ++k) {
+        _mm512_store_si512(qb + (4 + k) * kGroupRows, _mm512_xor_si512(words[k], flip));
+      }
+    } else {
+      // Byte j of word k holds element 4k + j (low nibble) and 16 + 4k + j.
+      for (int k = 0; k < 4; ++k) {
+        _mm512_store_si512(qb + k * kGroupRows, _mm512_and_si512(words[k], low4));
+        _mm512_store_si512(qb + (4 + k) * kGroupRows,
+                           _mm512_and_si512(_mm512_srli_epi32(words[k], 4), low4));
       }
     }
   }
-}
-
-// Q4_1's min terms: mins[r][i] = sum over blocks b in order of
-// fma(wm[r][b], s[b][row0 + i], .) for weight rows r < rows (<= kScaleRows)
-// and activation rows row0 .. row0 + n - 1 (n <= 2 * kPairBlock), as
-// QuantRowTile's accm; mins has 2 * kPairBlock columns.
-void MinTerms(const qmm::Acts& a, const float* wm, int64_t rows, int64_t row0, int64_t n,
-              float (*mins)[2 * kPairBlock]) {
-  const int64_t nb = a.n_blocks;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i < 16 ? n - i : 16)) - 1);
-    __m512 acc[kScaleRows];
-#pragma GCC unroll 16
-    for (int r = 0; r < kScaleRows; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m512 s = _mm512_maskz_loadu_ps(mask, a.pair_s + b * a.n_rows + row0 + i);
-#pragma GCC unroll 16
-      for (int r = 0; r < kScaleRows; ++r) {
-        if (r < rows) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r * nb + b]), s, acc[r]);
-      }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < kScaleRows; ++r) {
-      if (r < rows) _mm512_mask_storeu_ps(&mins[r][i], mask, acc[r]);
-    }
-  }
+  return g;
 }
 
 // Cache lines a tile prefetches into L2 for the next group of weight rows
 // (read once per call, from memory): the n lines of 64 bytes from base,
-// per_block of them per block iteration. QuantPairKernel spreads the next
+// per_block of them per block iteration. QuantWideKernel spreads the next
 // group over the current group's tiles, so that no burst of prefetches
 // fills the miss queues (a burst measured slower than none).
 struct TilePrefetch {
@@ -123,145 +190,83 @@ struct TilePrefetch {
   int64_t per_block = 0;
 };
 
-// y[row][o + r] for weight rows o .. o + R - 1 and the rows of pairs
-// p0 .. p0 + P - 1. wd: the rows' f32 scales [R][n_blocks]; mins (Q4_1):
-// their min terms, mins[r][0] for row 2 * p0.
-template <DType T, int R, int P>
-void QuantPairTile(const void* W, size_t row_bytes, int64_t o, const qmm::Acts& a, int64_t p0,
-                   const float* wd, const float (*mins)[2 * kPairBlock], TilePrefetch pf, float* y,
-                   size_t y_stride) {
-  static_assert(R >= 1 && P >= 1);
-  __m512 acc[R][P];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  }
-  // Q4: the 16 bytes broadcast to 4 lanes of 128 bits; 64-bit lanes of the
-  // upper half of each 256 bits shift right by 4 (the high nibbles, elements
-  // 16..31), then & 0x0F: [nibbles 0..31 | nibbles 0..31].
-  const __m512i nibble_shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const char* w0 = static_cast<const char*>(W) + o * row_bytes;
+// y[row][o .. o + g.n - 1] for activation rows row0 .. row0 + R - 1.
+template <DType T, int R>
+void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o,
+              const TilePrefetch& pf, float* y, size_t y_stride) {
   const int64_t nb = a.n_blocks;
+  __m512 acc[R][kLaneGroups];
+  __m512 accm[R];  // Q4_1: the min terms
+  for (int r = 0; r < R; ++r) {
+    accm[r] = _mm512_setzero_ps();
+    for (int k = 0; k < kLaneGroups; ++k) acc[r][k] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t i = b * pf.per_block, e = i + pf.per_block; i < e && i < pf.n; ++i) {
       _mm_prefetch(pf.base + 64 * i, _MM_HINT_T1);
     }
-    __m512i wq[R];
-#pragma GCC unroll 4
+    const __m512 wd = _mm512_load_ps(g.d + b * kGroupRows);
+    const uint32_t* wq = g.q + b * kLaneGroups * kGroupRows;
     for (int r = 0; r < R; ++r) {
-      const char* wrow = w0 + r * row_bytes;
-      if constexpr (T == DType::kQ8_0) {
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
-        wq[r] = _mm512_xor_si512(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs))),
-            flip);
-      } else {
-        const uint8_t* qs = T == DType::kQ4_0 ? reinterpret_cast<const BlockQ4_0*>(wrow)[b].qs
-                                              : reinterpret_cast<const BlockQ4_1*>(wrow)[b].qs;
-        const __m512i v =
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-        wq[r] = _mm512_and_si512(_mm512_srlv_epi64(v, nibble_shift), low4);
+      const int64_t row = row0 + r;
+      const float* ds = a.ds + 2 * (row * nb + b);
+      const __m512 scale = _mm512_mul_ps(wd, _mm512_set1_ps(ds[0]));
+      if constexpr (T == DType::kQ4_1) {
+        accm[r] =
+            _mm512_fmadd_ps(_mm512_load_ps(g.m + b * kGroupRows), _mm512_set1_ps(ds[1]), accm[r]);
       }
-    }
-    const int64_t pair0 = b * a.n_pairs + p0;
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      const __m512i xq = _mm512_loadu_si512(a.pair_q + (pair0 + p) * 64);
-      const __m512 dx = _mm512_loadu_ps(a.pair_d + (pair0 + p) * 16);
-      __m512i bias = _mm512_setzero_si512();
-      if constexpr (T != DType::kQ4_1) bias = _mm512_loadu_si512(a.pair_bias + (pair0 + p) * 16);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m512i isum = _mm512_dpbusd_epi32(bias, wq[r], xq);
-        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[r * nb + b]), dx);
-        acc[r][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[r][p]);
+      const int8_t* xq = a.q + row * a.n_in + b * qmm::kActBlock;
+      const int32_t* bias =
+          T == DType::kQ4_1 ? nullptr : a.bias + row * (a.n_in / 4) + b * kLaneGroups;
+#pragma GCC unroll 8
+      for (int k = 0; k < kLaneGroups; ++k) {
+        int32_t x4;
+        __builtin_memcpy(&x4, xq + 4 * k, 4);
+        const __m512i start =
+            T == DType::kQ4_1 ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[k]);
+        const __m512i isum = _mm512_dpbusd_epi32(start, _mm512_load_si512(wq + k * kGroupRows),
+                                                 _mm512_set1_epi32(x4));
+        acc[r][k] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[r][k]);
       }
     }
   }
-  const int64_t rows_left = a.n_rows - 2 * p0;
-#pragma GCC unroll 4
+  const __mmask16 mask = static_cast<__mmask16>(g.n >= 16 ? 0xFFFF : (1u << g.n) - 1);
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      const __m256 halves[2] = {_mm512_castps512_ps256(acc[r][p]),
-                                _mm512_extractf32x8_ps(acc[r][p], 1)};
-      for (int h = 0; h < 2 && 2 * p + h < rows_left; ++h) {
-        __m128 total = _mm_set_ss(HSum256(halves[h]));
-        if constexpr (T == DType::kQ4_1) total = _mm_add_ss(total, _mm_set_ss(mins[r][2 * p + h]));
-        y[(2 * p0 + 2 * p + h) * y_stride + o + r] = _mm_cvtss_f32(total);
-      }
-    }
+    // hsum_float_8 with the lanes g as vectors (HSum256's adds, in order).
+    const __m512 s0 = _mm512_add_ps(acc[r][0], acc[r][4]), s1 = _mm512_add_ps(acc[r][1], acc[r][5]);
+    const __m512 s2 = _mm512_add_ps(acc[r][2], acc[r][6]), s3 = _mm512_add_ps(acc[r][3], acc[r][7]);
+    __m512 total = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+    if constexpr (T == DType::kQ4_1) total = _mm512_add_ps(total, accm[r]);
+    _mm512_mask_storeu_ps(y + (row0 + r) * y_stride + o, mask, total);
   }
 }
 
-// A tile function in a type of this file's anonymous namespace, so that the
-// std::array code below is instantiated for this file only (see
-// quant_matmul_simd.inc on ISA flags and ODR).
-struct PairTileFn {
-  void (*run)(const void*, size_t, int64_t, const qmm::Acts&, int64_t, const float*,
-              const float (*)[2 * kPairBlock], TilePrefetch, float*, size_t);
-};
-
-// Tiles of up to kTileRows weight rows x kTilePairs pairs (16 accumulators,
-// the fastest shape measured on Sapphire Rapids); the remainders take smaller
-// instantiations: kPairTiles<T>[rows - 1][pairs - 1].
-constexpr int kTileRows = 4, kTilePairs = 4;
-static_assert(kScaleRows % kTileRows == 0 && kPairBlock % kTilePairs == 0);
-
-template <DType T, int R, int... P>
-constexpr std::array<PairTileFn, sizeof...(P)> PairTileRow(std::integer_sequence<int, P...>) {
-  return {PairTileFn{&QuantPairTile<T, R, P + 1>}...};
-}
-template <DType T, int... R>
-constexpr std::array<std::array<PairTileFn, kTilePairs>, sizeof...(R)> PairTileTable(
-    std::integer_sequence<int, R...>) {
-  return {PairTileRow<T, R + 1>(std::make_integer_sequence<int, kTilePairs>())...};
-}
+// scratch: qmm::kScratchPerInput * n_in floats.
 template <DType T>
-constexpr auto kPairTiles = PairTileTable<T>(std::make_integer_sequence<int, kTileRows>());
-
-// scratch: n_in floats = the scales of kScaleRows weight rows (2 x 16 x n_in / 32).
-template <DType T>
-void QuantPairKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+void QuantWideKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                      const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
-  const int64_t nb = a.n_blocks;
-  float* wd = scratch;
-  float* wm = scratch + kScaleRows * nb;
-  alignas(64) float mins[kScaleRows][2 * kPairBlock];
-  for (int64_t pb = 0; pb < a.n_pairs; pb += kPairBlock) {
-    const int64_t pe = a.n_pairs - pb < kPairBlock ? a.n_pairs : pb + kPairBlock;
-    const int64_t pb_rows = a.n_rows - 2 * pb < 2 * kPairBlock ? a.n_rows - 2 * pb : 2 * kPairBlock;
-    for (int64_t oc = o_begin; oc < o_end; oc += kScaleRows) {
-      const int64_t oc_rows = o_end - oc < kScaleRows ? o_end - oc : kScaleRows;
-      // The next group's weights, prefetched by this group's tiles.
-      const int64_t next_rows =
-          o_end - (oc + oc_rows) < kScaleRows ? o_end - (oc + oc_rows) : kScaleRows;
-      const int64_t next_lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
-      const int64_t n_tiles =
-          (oc_rows + kTileRows - 1) / kTileRows * ((pe - pb + kTilePairs - 1) / kTilePairs);
-      const int64_t tile_lines = (next_lines + n_tiles - 1) / n_tiles;
-      TilePrefetch pf;
-      pf.per_block = (tile_lines + nb - 1) / nb;
-      const char* next = static_cast<const char*>(W) + (oc + oc_rows) * row_bytes;
-      int64_t tile = 0;
-      ConvertWeightScales<T>(W, row_bytes, oc, oc_rows, nb, wd, wm);
-      if constexpr (T == DType::kQ4_1) MinTerms(a, wm, oc_rows, 2 * pb, pb_rows, mins);
-      for (int64_t o = oc; o < oc + oc_rows; o += kTileRows) {
-        const int64_t rows = oc + oc_rows - o < kTileRows ? oc + oc_rows - o : kTileRows;
-        for (int64_t p = pb; p < pe; p += kTilePairs) {
-          const int64_t pairs = pe - p < kTilePairs ? pe - p : kTilePairs;
-          const auto* tile_mins =
-              reinterpret_cast<const float(*)[2 * kPairBlock]>(&mins[o - oc][2 * (p - pb)]);
-          pf.base = next + 64 * tile * tile_lines;
-          const int64_t left = next_lines - tile * tile_lines;
-          pf.n = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
-          ++tile;
-          kPairTiles<T>[rows - 1][pairs - 1].run(W, row_bytes, o, a, p, wd + (o - oc) * nb,
-                                                 tile_mins, pf, y, y_stride);
-        }
+  // PrepareGroup's aligned stores: scratch rounded up to 64 bytes.
+  auto* aligned =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  const int64_t nb = a.n_blocks, n_tiles = (a.n_rows + 1) / 2;
+  for (int64_t o = o_begin; o < o_end; o += kGroupRows) {
+    const int n = o_end - o < kGroupRows ? static_cast<int>(o_end - o) : kGroupRows;
+    const WideGroup g = PrepareGroup<T>(W, row_bytes, o, n, nb, aligned);
+    // The next group's rows, a share per tile and block.
+    const int64_t next_rows = o_end - (o + n) < kGroupRows ? o_end - (o + n) : kGroupRows;
+    const int64_t next_lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
+    const int64_t tile_lines = (next_lines + n_tiles - 1) / n_tiles;
+    TilePrefetch pf;
+    pf.per_block = (tile_lines + nb - 1) / nb;
+    const char* next = static_cast<const char*>(W) + (o + n) * row_bytes;
+    for (int64_t r = 0, tile = 0; r < a.n_rows; r += 2, ++tile) {
+      pf.base = next + 64 * tile * tile_lines;
+      const int64_t left = next_lines - tile * tile_lines;
+      pf.n = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
+      if (r + 2 <= a.n_rows) {
+        WideTile<T, 2>(g, a, r, o, pf, y, y_stride);
+      } else {
+        WideTile<T, 1>(g, a, r, o, pf, y, y_stride);
       }
     }
   }
@@ -273,11 +278,11 @@ namespace qmm {
 Kernel Avx512Kernel(DType t) {
   switch (t) {
     case DType::kQ8_0:
-      return &QuantPairKernel<DType::kQ8_0>;
+      return &QuantWideKernel<DType::kQ8_0>;
     case DType::kQ4_0:
-      return &QuantPairKernel<DType::kQ4_0>;
+      return &QuantWideKernel<DType::kQ4_0>;
     case DType::kQ4_1:
-      return &QuantPairKernel<DType::kQ4_1>;
+      return &QuantWideKernel<DType::kQ4_1>;
     default:
       return KernelFor(t);
   }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/types/span.h"
 #include "core/dtype.h"
 
 namespace llm {
@@ -31,42 +30,31 @@ struct Acts {
   const int8_t* q = nullptr;
   const float* ds = nullptr;
   int64_t n_blocks = 0;
-  // The AVX-512 batch kernel's copy (PackPairs): rows 2p and 2p + 1 side by
-  // side so that one 512-bit load gives a pair; an odd last row is paired
-  // with a zero row. Null for the other kernels.
-  //   pair_q    [n_blocks][n_pairs][64]  int8: q of row 2p, then of row 2p+1
-  //   pair_d    [n_blocks][n_pairs][16]  f32: d of row 2p x 8, of row 2p+1 x 8
-  //   pair_bias [n_blocks][n_pairs][16]  i32: -offset * (sum of the 4 q in
-  //             each vpdpbusd lane), offset = 8 (Q4_0) or 128 (Q8_0), so
-  //             that the kernel can take unsigned weights (nibble, w + 128)
-  //             and still get sum(w * q) per lane exactly; unused for Q4_1
-  //   pair_s    [n_blocks][n_rows]       f32: s by block (Q4_1's min term)
-  int64_t n_pairs = 0;
-  const int8_t* pair_q = nullptr;
-  const float* pair_d = nullptr;
-  const int32_t* pair_bias = nullptr;
-  const float* pair_s = nullptr;
+  // The AVX-512 batch kernel's integer-sum starts for Q4_0 and Q8_0 (null
+  // for the other kernels, see SetBias):
+  //   bias [n_rows][n_in / 4]  i32: -offset * (q[4i] + ... + q[4i + 3]),
+  //        offset = 8 (Q4_0) or 128 (Q8_0), so that the kernel can take
+  //        unsigned weights (nibble, w + 128) and still get sum(w * q) per
+  //        4 elements exactly.
+  const int32_t* bias = nullptr;
 };
 
-// Owns the buffers behind Acts::pair_*: the bias for offset 8 (Q4_0) and 128
-// (Q8_0) when a weight type of the call needs it.
-struct PairBuffers {
-  std::vector<int8_t> q;
-  std::vector<float> d, s;
+// Owns the arrays behind Acts::bias, one per offset in use.
+struct BiasBuffers {
   std::vector<int32_t> bias8, bias128;
 };
 
-// The pair_bias offset of weight type t (0: none).
-int32_t PairBiasOffset(DType t);
+// Points acts->bias at weight type t's bias (built into buffers on first
+// use; null for Q4_1 and the plain types). acts' q must be set, and
+// buffers used with these activations only.
+void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
 
-// Fills buffers from acts (q and ds), with the biases the weight types need,
-// and points acts' pair_* fields at them except pair_bias (per type:
-// PairBias).
-void PackPairs(absl::Span<const DType> types, Acts* acts, PairBuffers* buffers);
-const int32_t* PairBias(const PairBuffers& buffers, DType t);
+// Scratch a kernel call may use, in floats per input element (n_in).
+constexpr int64_t kScratchPerInput = 6;
 
 // Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
-// scratch: n_in floats the kernel may use (one per calling thread).
+// scratch: kScratchPerInput * n_in floats the kernel may use (one per
+// calling thread).
 using Kernel = void (*)(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                         const Acts& acts, float* y, size_t y_stride, float* scratch);
 
