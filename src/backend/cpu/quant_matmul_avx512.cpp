@@ -75,42 +75,89 @@ struct WideGroup {
   int n = 0;
 };
 
-// out[k] lane l = 32-bit word k of the 16 bytes at rows[l] (a 16 x 4
-// transpose): rows 4j .. 4j + 3 fill the 128-bit lanes of r[j]; two rounds
-// of two-source permutes gather words (0, 1) and (2, 3) of 8 rows, then
+// Two-source permutes of 32-bit elements (element i of b is i + 16).
+inline __m512i Permute2(__m512i a, const int32_t (&idx)[16], __m512i b) {
+  return _mm512_permutex2var_epi32(a, _mm512_loadu_si512(idx), b);
+}
+
+// out[k] lane l = 32-bit word k of the 16 bytes at base + row_off[l] (a
+// 16 x 4 transpose): rows 4j .. 4j + 3 fill the 128-bit lanes of r[j]; one
+// round of permutes gathers words (0, 1) and (2, 3) of 8 rows, a second one
 // each word of 16 rows.
-inline void Transpose16x4(const uint8_t* const rows[kGroupRows], __m512i out[4]) {
+inline void Transpose16x4(const char* base, const int64_t* row_off, __m512i out[4]) {
+  // Word k of row i (0..7) of the pair (r[0], r[1]) is element 4i + k.
+  alignas(64) static const int32_t kWords01[16] = {0, 4, 8, 12, 16, 20, 24, 28,
+                                                   1, 5, 9, 13, 17, 21, 25, 29};
+  alignas(64) static const int32_t kWords23[16] = {2, 6, 10, 14, 18, 22, 26, 30,
+                                                   3, 7, 11, 15, 19, 23, 27, 31};
+  // Lanes 0..7 of both (rows 0..7, then 8..15), or lanes 8..15 of both.
+  alignas(64) static const int32_t kLow8[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+                                                16, 17, 18, 19, 20, 21, 22, 23};
+  alignas(64) static const int32_t kHigh8[16] = {8, 9, 10, 11, 12, 13, 14, 15,
+                                                 24, 25, 26, 27, 28, 29, 30, 31};
+  auto load = [&](int l) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + row_off[l]));
+  };
   __m512i r[4];
   for (int j = 0; j < 4; ++j) {
-    __m512i v =
-        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j])));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 1])),
-                           1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 2])),
-                           2);
-    r[j] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 3])),
-                              3);
+    __m512i v = _mm512_castsi128_si512(load(4 * j));
+    v = _mm512_inserti32x4(v, load(4 * j + 1), 1);
+    v = _mm512_inserti32x4(v, load(4 * j + 2), 2);
+    r[j] = _mm512_inserti32x4(v, load(4 * j + 3), 3);
   }
-  // Word k of row i (0..7) of the pair (r[0], r[1]) is element 4i + k.
-  const __m512i words01 =
-      _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-  const __m512i words23 =
-      _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-  const __m512i low8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-  const __m512i high8 =
-      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  const __m512i a01 = _mm512_permutex2var_epi32(r[0], words01, r[1]);  // rows 0..7: words 0 | 1
-  const __m512i a23 = _mm512_permutex2var_epi32(r[0], words23, r[1]);  // rows 0..7: words 2 | 3
-  const __m512i b01 = _mm512_permutex2var_epi32(r[2], words01, r[3]);  // rows 8..15
-  const __m512i b23 = _mm512_permutex2var_epi32(r[2], words23, r[3]);
-  out[0] = _mm512_permutex2var_epi32(a01, low8, b01);
-  out[1] = _mm512_permutex2var_epi32(a01, high8, b01);
-  out[2] = _mm512_permutex2var_epi32(a23, low8, b23);
-  out[3] = _mm512_permutex2var_epi32(a23, high8, b23);
+  const __m512i a01 = Permute2(r[0], kWords01, r[1]);  // rows 0..7: words 0 | 1
+  const __m512i a23 = Permute2(r[0], kWords23, r[1]);  // rows 0..7: words 2 | 3
+  const __m512i b01 = Permute2(r[2], kWords01, r[3]);  // rows 8..15
+  const __m512i b23 = Permute2(r[2], kWords23, r[3]);
+  out[0] = Permute2(a01, kLow8, b01);
+  out[1] = Permute2(a01, kHigh8, b01);
+  out[2] = Permute2(a23, kLow8, b23);
+  out[3] = Permute2(a23, kHigh8, b23);
+}
+
+// out[k] lane l = 32-bit word k of the 32 bytes at base + row_off[l] (a
+// 16 x 8 transpose): rows 2j, 2j + 1 fill the halves of r[j]; three rounds
+// of permutes gather words 0..3 / 4..7 of 4 rows, then word pairs of 8
+// rows, then single words of 16 rows.
+inline void Transpose16x8(const char* base, const int64_t* row_off, __m512i out[8]) {
+  // Round 1, half h: lane 4k + i = word 4h + k of row i (0..3).
+  alignas(64) static const int32_t kRows4[2][16] = {
+      {0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27},
+      {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31}};
+  // Round 2, half e: lane 8k + i = word 2e + k of row i (0..7).
+  alignas(64) static const int32_t kRows8[2][16] = {
+      {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23},
+      {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31}};
+  // Round 3, word k: lane i = word k of row i (0..15).
+  alignas(64) static const int32_t kRows16[2][16] = {
+      {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+      {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}};
+  auto load = [&](int l) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + row_off[l]));
+  };
+  __m512i r[8];
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(load(2 * j)), load(2 * j + 1), 1);
+  }
+  __m512i x[4][2], y[2][2][2];
+  for (int i = 0; i < 4; ++i) {
+    for (int h = 0; h < 2; ++h) x[i][h] = Permute2(r[2 * i], kRows4[h], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      for (int e = 0; e < 2; ++e) y[i][h][e] = Permute2(x[2 * i][h], kRows8[e], x[2 * i + 1][h]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 2; ++e) {
+      for (int k = 0; k < 2; ++k) out[4 * h + 2 * e + k] = Permute2(y[0][h][e], kRows16[k], y[1][h][e]);
+    }
+  }
 }
 
 // Lays out weight rows o .. o + n - 1 as WideGroup describes, into scratch
-// (qmm::kScratchPerInput * n_in floats, 64-byte aligned).
+// (qmm::kScratchPerInput * n_in floats, 64-byte aligned). In a partial group
+// (n < 16) lanes n..15 repeat row o + n - 1: computed, never stored.
 template <DType T>
 WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_t nb,
                        float* scratch) {
@@ -118,7 +165,6 @@ WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_
                                  : T == DType::kQ4_0 ? sizeof(BlockQ4_0)
                                                      : sizeof(BlockQ4_1);
   constexpr size_t kQsOffset = T == DType::kQ4_1 ? 4 : 2;  // after d (and Q4_1's m)
-  alignas(64) static const uint8_t kZeros[32] = {};
   WideGroup g;
   g.n = n;
   auto* q = reinterpret_cast<uint32_t*>(scratch);
@@ -127,23 +173,19 @@ WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_
   g.q = q;
   g.d = d;
   g.m = m;
-  const char* base = static_cast<const char*>(W) + o * row_bytes;
-  const __mmask8 lo_mask = static_cast<__mmask8>(n >= 8 ? 0xFF : (1u << n) - 1);
-  const __mmask8 hi_mask = static_cast<__mmask8>(n >= 16 ? 0xFF : n > 8 ? (1u << (n - 8)) - 1 : 0);
-  const __m512i lo_offsets = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
-                                                _mm512_set1_epi64(static_cast<int64_t>(row_bytes)));
-  const __m512i hi_offsets =
-      _mm512_add_epi64(lo_offsets, _mm512_set1_epi64(static_cast<int64_t>(8 * row_bytes)));
+  alignas(64) int64_t row_off[kGroupRows];
+  for (int l = 0; l < kGroupRows; ++l) {
+    row_off[l] = static_cast<int64_t>(l < n ? l : n - 1) * static_cast<int64_t>(row_bytes);
+  }
+  const __m512i lo_offsets = _mm512_load_si512(row_off), hi_offsets = _mm512_load_si512(row_off + 8);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const uint8_t* rows[kGroupRows];
+  const char* base = static_cast<const char*>(W) + o * row_bytes;
   for (int64_t b = 0; b < nb; ++b) {
     const char* blocks = base + b * kBlockBytes;
     // The first 4 bytes of each row's block: f16 d, then Q4_1's f16 m.
-    const __m256i dm_lo =
-        _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), lo_mask, lo_offsets, blocks, 1);
-    const __m256i dm_hi =
-        _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), hi_mask, hi_offsets, blocks, 1);
+    const __m256i dm_lo = _mm512_i64gather_epi32(lo_offsets, blocks, 1);
+    const __m256i dm_hi = _mm512_i64gather_epi32(hi_offsets, blocks, 1);
     const __m512i dm = _mm512_inserti64x4(_mm512_castsi256_si512(dm_lo), dm_hi, 1);
     _mm512_store_ps(d + b * kGroupRows, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
     if constexpr (T == DType::kQ4_1) {
@@ -151,24 +193,16 @@ WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_
                       _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
     }
     uint32_t* qb = q + b * kLaneGroups * kGroupRows;
-    for (int l = 0; l < kGroupRows; ++l) {
-      rows[l] =
-          l < n ? reinterpret_cast<const uint8_t*>(blocks + l * row_bytes + kQsOffset) : kZeros;
-    }
-    __m512i words[4];
-    Transpose16x4(rows, words);
     if constexpr (T == DType::kQ8_0) {
-      // Words 0..3: elements 0..15; then the block's second half.
-      for (int k = 0; k < 4; ++k) {
+      __m512i words[8];
+      Transpose16x8(blocks + kQsOffset, row_off, words);
+      for (int k = 0; k < 8; ++k) {
         _mm512_store_si512(qb + k * kGroupRows, _mm512_xor_si512(words[k], flip));
-      }
-      for (int l = 0; l < n; ++l) rows[l] += 16;
-      Transpose16x4(rows, words);
-      for (int k = 0; k < 4; ++k) {
-        _mm512_store_si512(qb + (4 + k) * kGroupRows, _mm512_xor_si512(words[k], flip));
       }
     } else {
       // Byte j of word k holds element 4k + j (low nibble) and 16 + 4k + j.
+      __m512i words[4];
+      Transpose16x4(blocks + kQsOffset, row_off, words);
       for (int k = 0; k < 4; ++k) {
         _mm512_store_si512(qb + k * kGroupRows, _mm512_and_si512(words[k], low4));
         _mm512_store_si512(qb + (4 + k) * kGroupRows,
