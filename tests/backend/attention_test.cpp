@@ -435,5 +435,50 @@ TEST(AttentionTest, BatchEqualsSeparateCallsBitExact) {
   }
 }
 
+// A one-token step reads each kv head once for all the query heads that
+// share it (GQA; 4 at a time at AVX-512): every head's output must equal a
+// call that attends with that head alone, bit for bit, for groups of 1..8
+// heads (including 4 + 4, 4 + 2 and 4 + 1 splits).
+TEST(AttentionTest, GroupedHeadsEqualSingleHeadCallsBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  struct Heads {
+    int64_t n_head, n_head_kv;
+  };
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    for (const Heads hs : {Heads{9, 3}, Heads{32, 4}, Heads{12, 2}, Heads{5, 1}, Heads{4, 4}}) {
+      for (int64_t hd : {64, 128}) {
+        for (bool f16 : {true, false}) {
+          for (int64_t pos0 : {0, 16, 70, 200}) {
+            const Case c{1, hs.n_head, hs.n_head_kv, hd, pos0, 0};
+            SCOPED_TRACE(Name(c, f16, 16));
+            const KvData d = MakeKvData(rng, pos0 + 1, hs.n_head_kv, hd, f16, 3);
+            const PagedKv pk = Page(d, 16, rng);
+            const std::vector<float> q = RandomVector(rng, hs.n_head * hd, 0.1f, 2.0f);
+            std::vector<float> all(q.size()), one(static_cast<size_t>(hd));
+            ASSERT_TRUE(Attention(q.data(), 1, hs.n_head, pos0, pk.view(), all.data(), nullptr).ok());
+            const int64_t group = hs.n_head / hs.n_head_kv;
+            for (int64_t h = 0; h < hs.n_head; ++h) {
+              // Head h alone: its kv head as a one-head cache.
+              KvView single = pk.view();
+              const size_t shift = static_cast<size_t>(h / group * hd) * (f16 ? 2 : 4);
+              single.k_offset += shift;
+              single.v_offset += shift;
+              single.n_head_kv = 1;
+              ASSERT_TRUE(Attention(q.data() + h * hd, 1, 1, pos0, single, one.data(), nullptr).ok());
+              ASSERT_EQ(0, std::memcmp(one.data(), all.data() + h * hd, one.size() * sizeof(float)))
+                  << "head " << h;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llm

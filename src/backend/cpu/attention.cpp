@@ -99,13 +99,16 @@ namespace {
 
 // A job checked and resolved for the tasks: its kernel and the K / V row
 // pointers of positions 0 .. n_pos-1 ([K rows | V rows] in one shared array
-// from row0 on).
+// from row0 on). A task is one (query, head), or with attend_heads one
+// (query, kv head): the heads that read it.
 struct ResolvedJob {
   const AttentionJob* job;
   attn::AttendFn attend;
+  attn::AttendHeadsFn attend_heads;  // null: per head
   attn::KvRows rows;
-  int64_t first_task;  // tasks first_task .. + n_q * n_head - 1 are this job's
-  float scale;         // 1 / sqrt(head_dim)
+  int64_t heads_per_task;  // 1, or n_head / n_head_kv with attend_heads
+  int64_t first_task;      // tasks first_task .. + n_q * n_head / heads_per_task - 1
+  float scale;             // 1 / sqrt(head_dim)
 };
 
 absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
@@ -130,13 +133,17 @@ absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
 // prefilled in one step and the same tokens decoded one by one differ in
 // the last bits, unless batch_invariant asks for the multi-token kernel at
 // every n_q. Results never depend on other sequences, threads or paging.
-attn::AttendFn PickAttend(int64_t n_q, int64_t hd, bool batch_invariant) {
+void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, ResolvedJob* r) {
   const SimdLevel level = ActiveSimdLevel();
+  r->attend = nullptr;
+  r->attend_heads = nullptr;
   if (level == SimdLevel::kAvx512 && n_q == 1 && hd % 64 == 0 && !batch_invariant) {
-    return attn::Avx512AttendOneToken();
+    r->attend_heads = attn::Avx512AttendOneTokenHeads();
+  } else if (level == SimdLevel::kAvx512 && hd % 16 == 0) {
+    r->attend = attn::Avx512Attend();
+  } else {
+    r->attend = level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
   }
-  if (level == SimdLevel::kAvx512 && hd % 16 == 0) return attn::Avx512Attend();
-  return level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
 }
 
 // Row pointers of positions 0 .. n_pos-1 of kv into k_rows / v_rows, by one
@@ -165,7 +172,7 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
                      bool batch_invariant) {
   std::vector<ResolvedJob> resolved;
   resolved.reserve(jobs.size());
-  int64_t n_rows = 0, n_tasks = 0, max_pos = 0, max_hd = 0;
+  int64_t n_rows = 0, n_tasks = 0, max_pos = 0, max_hd = 0, max_heads = 1;
   for (const AttentionJob& j : jobs) {
     LLM_RETURN_IF_ERROR(CheckJob(j, n_head));
     if (j.n_q == 0) continue;
@@ -179,7 +186,8 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     const int64_t n_pos = j.pos0 + j.n_q;
     ResolvedJob r;
     r.job = &j;
-    r.attend = PickAttend(j.n_q, j.kv.head_dim, batch_invariant);
+    PickAttend(j.n_q, j.kv.head_dim, batch_invariant, &r);
+    r.heads_per_task = r.attend_heads != nullptr ? n_head / j.kv.n_head_kv : 1;
     r.rows.k = rows.data() + row;
     r.rows.v = rows.data() + row + n_pos;
     r.rows.f16 = j.kv.f16;
@@ -189,16 +197,17 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     r.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(j.kv.head_dim)));
     resolved.push_back(r);
     row += 2 * n_pos;
-    n_tasks += j.n_q * n_head;
+    n_tasks += j.n_q * n_head / r.heads_per_task;
+    max_heads = std::max(max_heads, r.heads_per_task);
     max_pos = std::max(max_pos, n_pos);
     max_hd = std::max(max_hd, j.kv.head_dim);
   }
   if (n_tasks == 0) return absl::OkStatus();
-  // Tasks are (job, query t, head h) in job order; a chunk walks its range
-  // with a cursor into resolved.
+  // Tasks are (job, query t, head h or kv head) in job order; a chunk walks
+  // its range with a cursor into resolved.
   auto run = [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(max_pos));
-    std::vector<float> acc(static_cast<size_t>(max_hd));
+    std::vector<float> scores(static_cast<size_t>(max_heads * max_pos));
+    std::vector<float> acc(static_cast<size_t>(max_heads * max_hd));
     size_t ji = static_cast<size_t>(
         std::upper_bound(resolved.begin(), resolved.end(), begin,
                          [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
@@ -208,10 +217,18 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       const ResolvedJob& r = resolved[ji];
       const AttentionJob& j = *r.job;
       const int64_t hd = j.kv.head_dim, group = n_head / j.kv.n_head_kv;
+      const int64_t tasks_per_query = n_head / r.heads_per_task;
       const int64_t local = task - r.first_task;
-      const int64_t t = local / n_head, h = local % n_head;
-      r.attend(j.q + (t * n_head + h) * hd, j.pos0 + t + 1, h / group, r.rows, r.scale,
-               scores.data(), acc.data(), j.out + (t * n_head + h) * hd);
+      const int64_t t = local / tasks_per_query;
+      const int64_t h = local % tasks_per_query * r.heads_per_task;  // first head
+      const size_t at = static_cast<size_t>((t * n_head + h) * hd);
+      if (r.attend_heads != nullptr) {
+        r.attend_heads(j.q + at, r.heads_per_task, j.pos0 + t + 1, h / group, r.rows, r.scale,
+                       scores.data(), acc.data(), j.out + at);
+      } else {
+        r.attend(j.q + at, j.pos0 + t + 1, h / group, r.rows, r.scale, scores.data(), acc.data(),
+                 j.out + at);
+      }
     }
   };
   if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {

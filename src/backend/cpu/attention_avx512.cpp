@@ -93,7 +93,35 @@ inline __m512 ReduceAdd16(const __m512* v) {
   return _mm512_permutexvar_ps(order, r);
 }
 
-template <bool kDecode>
+// scores [n_kv] (s = q.k * scale, max mx) -> probabilities as ggml's
+// soft_max computes them: e = ggml_v_expf(s - mx) 16 positions at a time
+// (masked lanes: exp(-inf) = 0), the f32 group sums accumulated in double,
+// e * (float)(1 / sum), rounded to f16 for an f16 cache.
+void Softmax(float* scores, int64_t n_kv, float mx, bool f16) {
+  const __m512 vmx = _mm512_set1_ps(mx);
+  double sum = 0.0;
+  for (int64_t p = 0; p < n_kv; p += 16) {
+    const int64_t left = n_kv - p;
+    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                   : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + p);
+    const __m512 e = ExpF(_mm512_sub_ps(x, vmx));
+    _mm512_mask_storeu_ps(scores + p, m, e);
+    sum += static_cast<double>(_mm512_reduce_add_ps(e));
+  }
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  for (int64_t p = 0; p < n_kv; p += 16) {
+    const int64_t left = n_kv - p;
+    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                   : static_cast<__mmask16>((1u << left) - 1u);
+    __m512 pr = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + p), inv);
+    if (f16) pr = RoundF16x16(pr);
+    _mm512_mask_storeu_ps(scores + p, m, pr);
+  }
+}
+
+// A step of several query tokens, one (query, head) per call: tinyBLAS's
+// kq (or vec_dot's with an f32 cache), kqv lane class p mod 16.
 void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
                   float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;  // multiple of 16 (checked by the caller)
@@ -103,11 +131,10 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
     const __m512 v = _mm512_loadu_ps(qh + d);
     _mm512_storeu_ps(acc + d, kv.f16 ? RoundF16x16(v) : v);
   }
-  // ggml_vec_dot order for kq: for one token, and for an f32 cache always
-  // (q is not contiguous and already of the vec_dot type, so ggml skips
-  // llamafile there). Needs hd % 64 == 0 (the decode variant is only chosen
-  // then); otherwise the tinyBLAS order is used.
-  const bool vec_dot_kq = hd % 64 == 0 && (kDecode || !kv.f16);
+  // ggml_vec_dot order for kq with an f32 cache (q is not contiguous and
+  // already of the vec_dot type, so ggml skips llamafile there). Needs
+  // hd % 64 == 0; otherwise the tinyBLAS order is used.
+  const bool vec_dot_kq = hd % 64 == 0 && !kv.f16;
   // The 16 lanes whose _mm512_reduce_add_ps is position p's q.k: vec_dot's
   // four accumulators combined (0 + 2) + (1 + 3), or tinyBLAS's one.
   auto lane_sums = [&](int64_t p) {
@@ -144,62 +171,8 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
     scores[p] = s;
     mx = s > mx ? s : mx;
   }
-  // exp(s - max) per 16 positions (masked lanes: exp(-inf) = 0), f32 group
-  // sums accumulated in double.
-  const __m512 vmx = _mm512_set1_ps(mx);
-  double sum = 0.0;
-  for (int64_t p = 0; p < n_kv; p += 16) {
-    const int64_t left = n_kv - p;
-    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                   : static_cast<__mmask16>((1u << left) - 1u);
-    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + p);
-    const __m512 e = ExpF(_mm512_sub_ps(x, vmx));
-    _mm512_mask_storeu_ps(scores + p, m, e);
-    sum += static_cast<double>(_mm512_reduce_add_ps(e));
-  }
-  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
-  for (int64_t p = 0; p < n_kv; p += 16) {
-    const int64_t left = n_kv - p;
-    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                   : static_cast<__mmask16>((1u << left) - 1u);
-    __m512 pr = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + p), inv);
-    if (kv.f16) pr = RoundF16x16(pr);
-    _mm512_mask_storeu_ps(scores + p, m, pr);
-  }
+  Softmax(scores, n_kv, mx, kv.f16);
   // out[d] = sum_p prob[p] * v[p][d], lane class p % 16, 16 dims at a time.
-  if (kDecode) {  // lane classes p mod 64, 16 dims at a time
-    // ggml_vec_dot_f16/_f32 (AVX-512): accumulator j, lane l sums positions
-    // p = 16j + l, + 64, + 128, ... in order (lane class p mod 64); the
-    // accumulators combine as (acc0 + acc2) + (acc1 + acc3) per lane, then
-    // the 16 lanes as _mm512_reduce_add_ps. Element-wise over 16 dims: the
-    // four classes of lane l in registers, combined into x[l] at once, then
-    // ReduceLaneClasses(x) -- the same fmas and adds in the same order as
-    // 64 class accumulators, without keeping 64 registers in memory.
-    for (int64_t d = 0; d < hd; d += 16) {
-      const size_t off = head_off + d;
-      __m512 x[16];
-      for (int l = 0; l < 16; ++l) {
-        // a = fma(v[p] (16 dims), prob[p], a)
-        auto add = [&](int64_t p, __m512 a) {
-          return _mm512_fmadd_ps(Load16(kv.v[p], kv.f16, off), _mm512_set1_ps(scores[p]), a);
-        };
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t p = l;
-        for (; p + 48 < n_kv; p += 64) {  // four independent chains per step
-          a0 = add(p, a0);
-          a1 = add(p + 16, a1);
-          a2 = add(p + 32, a2);
-          a3 = add(p + 48, a3);
-        }
-        if (p < n_kv) a0 = add(p, a0);
-        if (p + 16 < n_kv) a1 = add(p + 16, a1);
-        if (p + 32 < n_kv) a2 = add(p + 32, a2);
-        x[l] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
-      }
-      _mm512_storeu_ps(out + d, ReduceLaneClasses(x));
-    }
-    return;
-  }
   for (int64_t d = 0; d < hd; d += 16) {
     __m512 a[16];
     for (int l = 0; l < 16; ++l) a[l] = _mm512_setzero_ps();
@@ -216,11 +189,149 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
   }
 }
 
+// One query token, heads that share kv head g (GQA), N (1..4) at a time:
+// each head's output is what the one-token per-head kernel computes (the
+// same instructions on the same values, in the same order), but each K and
+// V row is loaded and converted once for the N heads instead of once per
+// head. q [N][head_dim], out [N][head_dim]; scores: N * n_kv floats, qr:
+// N * head_dim floats of scratch. head_dim % 64 == 0.
+// kq in ggml_vec_dot's order: four 16-lane accumulators over 64-element
+// steps, summed (0 + 2) + (1 + 3), then _mm512_reduce_add_ps (ReduceAdd16
+// for 16 positions at once). kqv in vec_dot's order too: lane class p mod
+// 64 (see the V pass below).
+template <int N>
+void AttendHeadsOneToken(const float* q, int64_t n_kv, int64_t g, const attn::KvRows& kv,
+                         float scale, float* scores, float* qr, float* out) {
+  const int64_t hd = kv.head_dim;
+  const size_t head_off = static_cast<size_t>(g * hd);
+  // q in the cache's precision.
+  for (int64_t i = 0; i < N * hd; i += 16) {
+    const __m512 v = _mm512_loadu_ps(q + i);
+    _mm512_storeu_ps(qr + i, kv.f16 ? RoundF16x16(v) : v);
+  }
+  // lanes[h]: the 16 lanes whose _mm512_reduce_add_ps is head h's q.k at
+  // position p.
+  auto lane_sums = [&](int64_t p, __m512* lanes) {
+    const uint8_t* k_row = kv.k[p];
+    __m512 a[N][4];
+    for (int h = 0; h < N; ++h) {
+      for (int j = 0; j < 4; ++j) a[h][j] = _mm512_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d += 64) {
+      __m512 k[4];
+      for (int j = 0; j < 4; ++j) k[j] = Load16(k_row, kv.f16, head_off + d + 16 * j);
+      for (int h = 0; h < N; ++h) {
+        for (int j = 0; j < 4; ++j) {
+          a[h][j] = _mm512_fmadd_ps(k[j], _mm512_loadu_ps(qr + h * hd + d + 16 * j), a[h][j]);
+        }
+      }
+    }
+    for (int h = 0; h < N; ++h) {
+      lanes[h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+    }
+  };
+  // scores = dot * scale, 16 positions per reduction; the running max as
+  // mx = s > mx ? s : mx (per lane, then across lanes: the same maximum).
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 vmax[N];
+  for (int h = 0; h < N; ++h) vmax[h] = _mm512_set1_ps(-INFINITY);
+  int64_t p = 0;
+  for (; p + 16 <= n_kv; p += 16) {
+    __m512 v[N][16], lanes[N];
+    for (int i = 0; i < 16; ++i) {
+      lane_sums(p + i, lanes);
+      for (int h = 0; h < N; ++h) v[h][i] = lanes[h];
+    }
+    for (int h = 0; h < N; ++h) {
+      const __m512 s = _mm512_mul_ps(ReduceAdd16(v[h]), vscale);
+      _mm512_storeu_ps(scores + h * n_kv + p, s);
+      vmax[h] = _mm512_max_ps(s, vmax[h]);
+    }
+  }
+  float mx[N];
+  for (int h = 0; h < N; ++h) mx[h] = _mm512_reduce_max_ps(vmax[h]);
+  for (; p < n_kv; ++p) {
+    __m512 lanes[N];
+    lane_sums(p, lanes);
+    for (int h = 0; h < N; ++h) {
+      const float s = _mm512_reduce_add_ps(lanes[h]) * scale;
+      scores[h * n_kv + p] = s;
+      mx[h] = s > mx[h] ? s : mx[h];
+    }
+  }
+  for (int h = 0; h < N; ++h) Softmax(scores + h * n_kv, n_kv, mx[h], kv.f16);
+  // out[d] = sum_p prob[p] * v[p][d] in ggml_vec_dot_f16/_f32's order
+  // (AVX-512): accumulator j, lane l sums positions p = 16j + l, + 64, +
+  // 128, ... in order (lane class p mod 64); the accumulators combine as
+  // (acc0 + acc2) + (acc1 + acc3) per lane, then the 16 lanes as
+  // _mm512_reduce_add_ps. Element-wise over 16 dims: the four classes of
+  // lane l in registers, combined into x[l] at once, then
+  // ReduceLaneClasses(x) -- the same fmas and adds in the same order as 64
+  // class accumulators, without keeping 64 registers in memory.
+  for (int64_t d = 0; d < hd; d += 16) {
+    const size_t off = head_off + d;
+    __m512 x[N][16];
+    for (int l = 0; l < 16; ++l) {
+      __m512 a[N][4];
+      for (int h = 0; h < N; ++h) {
+        for (int c = 0; c < 4; ++c) a[h][c] = _mm512_setzero_ps();
+      }
+      // a[h][c] = fma(v[p] (16 dims), prob_h[p], a[h][c]) for every head
+      auto add = [&](int64_t p, int c) {
+        const __m512 v = Load16(kv.v[p], kv.f16, off);
+        for (int h = 0; h < N; ++h) {
+          a[h][c] = _mm512_fmadd_ps(v, _mm512_set1_ps(scores[h * n_kv + p]), a[h][c]);
+        }
+      };
+      int64_t p = l;
+      for (; p + 48 < n_kv; p += 64) {  // four independent chains per step
+        add(p, 0);
+        add(p + 16, 1);
+        add(p + 32, 2);
+        add(p + 48, 3);
+      }
+      if (p < n_kv) add(p, 0);
+      if (p + 16 < n_kv) add(p + 16, 1);
+      if (p + 32 < n_kv) add(p + 32, 2);
+      for (int h = 0; h < N; ++h) {
+        x[h][l] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+      }
+    }
+    for (int h = 0; h < N; ++h) _mm512_storeu_ps(out + h * hd + d, ReduceLaneClasses(x[h]));
+  }
+}
+
+// n heads sharing kv head g, up to 4 per pass over K and V (the accumulators
+// of 4 heads fill the registers).
+void AttendHeadsOneTokenAvx512(const float* q, int64_t n, int64_t n_kv, int64_t g,
+                               const attn::KvRows& kv, float scale, float* scores, float* qr,
+                               float* out) {
+  const int64_t hd = kv.head_dim;
+  for (int64_t h = 0; h < n; h += 4) {
+    const int64_t at = h * hd;
+    float* s = scores + h * n_kv;
+    switch (n - h < 4 ? n - h : 4) {
+      case 1:
+        AttendHeadsOneToken<1>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+      case 2:
+        AttendHeadsOneToken<2>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+      case 3:
+        AttendHeadsOneToken<3>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+      default:
+        AttendHeadsOneToken<4>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 namespace attn {
-AttendFn Avx512Attend() { return &AttendAvx512<false>; }
-AttendFn Avx512AttendOneToken() { return &AttendAvx512<true>; }
+AttendFn Avx512Attend() { return &AttendAvx512; }
+AttendHeadsFn Avx512AttendOneTokenHeads() { return &AttendHeadsOneTokenAvx512; }
 }  // namespace attn
 }  // namespace llm
 

@@ -35,9 +35,19 @@ AttendFn Avx2Attend();  // AVX2 + FMA + F16C
 // AVX-512, head_dim % 16 == 0 only: llama.cpp's (ggml-cpu, llamafile) CPU
 // attention bit for bit (see attention_avx512.cpp).
 AttendFn Avx512Attend();
+
+// Several heads of one query that read the same kv head g (GQA): heads
+// 0 .. n-1 of q [n][head_dim] into out [n][head_dim]; scores: n * n_kv
+// floats, acc: n * head_dim floats of scratch. Each head's output is the
+// one the per-head kernel would give; K and V rows are read once for
+// several heads.
+using AttendHeadsFn = void (*)(const float* q, int64_t n, int64_t n_kv, int64_t g,
+                               const KvRows& kv, float scale, float* scores, float* acc,
+                               float* out);
+
 // AVX-512, head_dim % 64 == 0, for a step of ONE query token: ggml's
 // vec_dot order (llama.cpp uses a different kernel for one-token batches).
-AttendFn Avx512AttendOneToken();
+AttendHeadsFn Avx512AttendOneTokenHeads();
 
 }  // namespace attn
 }  // namespace llm
