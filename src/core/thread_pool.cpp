@@ -107,7 +107,8 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                             int chunks_per_thread) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1 || tls_current_pool == this) {
     fn(0, n);
@@ -118,7 +119,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
-    n_chunks_ = std::min<int64_t>(n, n_threads_);
+    n_chunks_ = std::min<int64_t>(n, int64_t{n_threads_} * std::max(1, chunks_per_thread));
     next_chunk_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);

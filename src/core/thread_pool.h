@@ -38,7 +38,13 @@ class ThreadPool {
   // remaining chunks still run or are skipped, but all threads have stopped
   // touching fn when this returns). Safe to call from several threads at once
   // (calls are serialized); a nested call from inside fn runs inline.
-  void ParallelFor(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+  // chunks_per_thread: [0, n) is cut into up to size() * chunks_per_thread
+  // chunks that threads take in turn, so a thread that is delayed (the
+  // machine is shared) or gets slower chunks leaves more of them to the
+  // others. 1 suits many small calls (one decode row: the extra chunk
+  // hand-offs cost more than they balance); batches pass more.
+  void ParallelFor(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,
+                   int chunks_per_thread = 1);
 
  private:
   void WorkerLoop();

@@ -232,7 +232,9 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     }
   };
   if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
-    pool->ParallelFor(n_tasks, run);
+    // Several sequences (a batcher's pass) have tasks of different lengths:
+    // handed out 4 per thread so that they even out.
+    pool->ParallelFor(n_tasks, run, resolved.size() > 1 ? 4 : 1);
   } else {
     run(0, n_tasks);
   }

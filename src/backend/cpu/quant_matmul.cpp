@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <vector>
@@ -22,6 +23,8 @@ namespace {
 // Output rows per ParallelFor unit: whole rows only, so the split never
 // changes a result; big enough to amortize the dispatch.
 constexpr int64_t kRowsPerTask = 16;
+// ThreadPool chunks per thread for batches (n_rows >= 2).
+constexpr int kBatchChunksPerThread = 4;
 // Below this many multiply-adds the pool costs more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
@@ -171,7 +174,11 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // Tasks [begin, end) of all outputs in order; each kernel call covers one
   // output's whole rows, so no result depends on the split.
   auto run_tasks = [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(static_cast<size_t>(n_in * qmm::kScratchPerInput));
+    // Not zeroed (new float[], not a std::vector): the kernels write before
+    // they read, and a batch call has several chunks per thread. (Not a
+    // thread_local buffer either: glibc aborts when it cannot allocate the
+    // registration of a thread_local's destructor -- found by OomSweep.)
+    const std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(n_in * qmm::kScratchPerInput)]);
     for (const OutputTasks& t : tasks) {
       const int64_t t_end = t.first_task + (t.out->n_out + kRowsPerTask - 1) / kRowsPerTask;
       const int64_t b = std::max(begin, t.first_task), e = std::min(end, t_end);
@@ -179,11 +186,13 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       const int64_t o_begin = (b - t.first_task) * kRowsPerTask;
       const int64_t o_end = std::min(t.out->n_out, (e - t.first_task) * kRowsPerTask);
       t.kernel(t.out->W, t.out->row_bytes, o_begin, o_end, t.acts, t.out->y, t.out->y_stride,
-               scratch.data());
+               scratch.get());
     }
   };
   if (pool != nullptr && pool->size() > 1 && work >= static_cast<double>(kMinParallelWork)) {
-    pool->ParallelFor(n_tasks, run_tasks);
+    // A batch's tasks are long enough to be handed out 4 per thread (which
+    // evens out a thread that the machine delays); one row's are not.
+    pool->ParallelFor(n_tasks, run_tasks, n_rows >= 2 ? kBatchChunksPerThread : 1);
   } else {
     run_tasks(0, n_tasks);
   }
