@@ -297,16 +297,18 @@ TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
 
 // The AVX-512 batch kernel for the 8-bit-activation types (16 weight rows
 // per register) must give the AVX2 (ggml vec_dot order) kernel's outputs bit
-// for bit, for every row count (row tiles, a leftover row) and weight-row
-// remainder.
+// for bit, for every row count (row tiles, a leftover row), weight-row
+// remainder and block chunking.
 TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(FreshSeed());
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
     for (int64_t n_rows : {2, 3, 4, 5, 6, 8, 9, 15, 16, 17, 31, 70}) {
       // Two groups of 16 weight rows, the second one partial, and a
-      // different remainder for most row counts.
-      const int64_t n_in = 32 * 11, n_out = 17 + n_rows % 16;
+      // different remainder for most row counts; one chunk of blocks, or
+      // three (the last one partial).
+      const int64_t n_out = 17 + n_rows % 16;
+      for (int64_t n_in : {int64_t{32 * 11}, 32 * (2 * qmm::kWideChunkBlocks + 11)}) {
       const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
       const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
@@ -327,11 +329,12 @@ TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
       qmm::BiasBuffers biases;
       qmm::SetBias(t, &acts, &biases);
       std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()),
-          scratch(static_cast<size_t>(n_in * qmm::kScratchPerInput));
+          scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
       qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
       qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());
       ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0)
-          << Name(t) << " n_rows " << n_rows;
+          << Name(t) << " n_rows " << n_rows << " n_in " << n_in;
+      }
     }
   }
 }

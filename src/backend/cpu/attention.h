@@ -76,7 +76,7 @@ struct AttentionJob {
 };
 
 // Attention for several sequences (a batcher's pass) with one parallel loop
-// over all their (query, head) tasks, instead of one per sequence: each
+// over all their tasks, instead of one per sequence: each
 // output is the one Attention(job...) would give, bit for bit. Every job is
 // checked before any runs.
 absl::Status AttentionBatch(absl::Span<const AttentionJob> jobs, int64_t n_head, ThreadPool* pool,

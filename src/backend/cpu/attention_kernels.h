@@ -1,6 +1,6 @@
 // Private to backend/cpu: the per-ISA inner loop of Attention (attention.cpp
 // validates, resolves the paged KvView into per-position row pointers, splits
-// (query, head) pairs over threads and dispatches).
+// (query, head) or (query, kv head) tasks over threads and dispatches).
 #pragma once
 
 #include <cstdint>

@@ -60,6 +60,11 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 // become NaN instead of silently finite.
 }  // namespace
 
+int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
+  // DequantKernel: one dequantized row; the wide kernel: its chunk and rows.
+  return std::max(n_in, kWideScratchFloats + kWideScratchPerRow * n_rows);
+}
+
 void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
   const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
   if (offset == 0) {
@@ -178,7 +183,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // they read, and a batch call has several chunks per thread. (Not a
     // thread_local buffer either: glibc aborts when it cannot allocate the
     // registration of a thread_local's destructor -- found by OomSweep.)
-    const std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(n_in * qmm::kScratchPerInput)]);
+    const std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows))]);
     for (const OutputTasks& t : tasks) {
       const int64_t t_end = t.first_task + (t.out->n_out + kRowsPerTask - 1) / kRowsPerTask;
       const int64_t b = std::max(begin, t.first_task), e = std::min(end, t_end);

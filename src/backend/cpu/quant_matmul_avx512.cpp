@@ -59,12 +59,14 @@ constexpr int kGroupRows = 16;
 // The 8 lane vectors g of a 32-block.
 constexpr int kLaneGroups = 8;
 
-// A group's scratch per 32-block: 8 x 16 u32 of weights and 16 + 16 f32
-// scales, plus 16 floats once for the 64-byte alignment.
-static_assert(qmm::kScratchPerInput * qmm::kActBlock >= (kLaneGroups + 2) * kGroupRows + 16);
+// Blocks rearranged and run at a time (QuantWideKernel); the scratch
+// layout of quant_matmul_kernels.h.
+constexpr int64_t kChunkBlocks = qmm::kWideChunkBlocks;
+static_assert(qmm::kWideScratchFloats == 16 + kChunkBlocks * (kLaneGroups + 2) * kGroupRows);
+static_assert(qmm::kWideScratchPerRow == (kLaneGroups + 1) * 16);
 
-// A group of weight rows o .. o + n - 1 (n <= 16) as PrepareGroup lays it
-// out (rows >= n are zeros):
+// Blocks b0 .. b1 - 1 of weight rows o .. o + n - 1 (n <= 16) as
+// PrepareGroup lays them out, block index b - b0:
 //   q [nb][8][16] u32: lane l of vector (b, g) = row o + l's elements
 //     32b + 4g .. 32b + 4g + 3 as u8 (Q4: the nibble, Q8_0: w ^ 0x80)
 //   d [nb][16] f32: the rows' scales; m [nb][16] f32: Q4_1's mins
@@ -155,11 +157,12 @@ inline void Transpose16x8(const char* base, const int64_t* row_off, __m512i out[
   }
 }
 
-// Lays out weight rows o .. o + n - 1 as WideGroup describes, into scratch
-// (qmm::kScratchPerInput * n_in floats, 64-byte aligned). In a partial group
-// (n < 16) lanes n..15 repeat row o + n - 1: computed, never stored.
+// Lays out blocks b0 .. b1 - 1 (at most kChunkBlocks) of weight rows
+// o .. o + n - 1 as WideGroup describes, into scratch (64-byte aligned). In
+// a partial group (n < 16) lanes n..15 repeat row o + n - 1: computed, never
+// stored.
 template <DType T>
-WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_t nb,
+WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_t b0, int64_t b1,
                        float* scratch) {
   constexpr size_t kBlockBytes = T == DType::kQ8_0   ? sizeof(BlockQ8_0)
                                  : T == DType::kQ4_0 ? sizeof(BlockQ4_0)
@@ -168,6 +171,7 @@ WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_
   WideGroup g;
   g.n = n;
   auto* q = reinterpret_cast<uint32_t*>(scratch);
+  const int64_t nb = b1 - b0;
   float* d = scratch + nb * kLaneGroups * kGroupRows;
   float* m = d + nb * kGroupRows;
   g.q = q;
@@ -180,7 +184,7 @@ WideGroup PrepareGroup(const void* W, size_t row_bytes, int64_t o, int n, int64_
   const __m512i lo_offsets = _mm512_load_si512(row_off), hi_offsets = _mm512_load_si512(row_off + 8);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const char* base = static_cast<const char*>(W) + o * row_bytes;
+  const char* base = static_cast<const char*>(W) + o * row_bytes + b0 * kBlockBytes;
   for (int64_t b = 0; b < nb; ++b) {
     const char* blocks = base + b * kBlockBytes;
     // The first 4 bytes of each row's block: f16 d, then Q4_1's f16 m.
@@ -224,30 +228,44 @@ struct TilePrefetch {
   int64_t per_block = 0;
 };
 
-// y[row][o .. o + g.n - 1] for activation rows row0 .. row0 + R - 1.
+// The blocks b0 .. b1 - 1 of a tile's products (PrepareGroup's chunk):
+// first / last say whether the accumulators start at zero / end in y;
+// between chunks they wait in acc_buf, [row][kLaneGroups + 1][16] f32.
+struct WideChunk {
+  int64_t b0 = 0, b1 = 0;
+  bool first = true, last = true;
+  float* acc_buf = nullptr;
+};
+
+// y[row][o .. o + g.n - 1] for activation rows row0 .. row0 + R - 1, over
+// the chunk's blocks.
 template <DType T, int R>
-void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o,
+void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o, const WideChunk& c,
               const TilePrefetch& pf, float* y, size_t y_stride) {
   const int64_t nb = a.n_blocks;
+  constexpr int kSaved = kLaneGroups + 1;  // vectors per row in acc_buf
   __m512 acc[R][kLaneGroups];
   __m512 accm[R];  // Q4_1: the min terms
   for (int r = 0; r < R; ++r) {
-    accm[r] = _mm512_setzero_ps();
-    for (int k = 0; k < kLaneGroups; ++k) acc[r][k] = _mm512_setzero_ps();
+    const float* saved = c.acc_buf + (row0 + r) * kSaved * 16;
+    accm[r] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + kLaneGroups * 16);
+    for (int k = 0; k < kLaneGroups; ++k) {
+      acc[r][k] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + k * 16);
+    }
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t i = b * pf.per_block, e = i + pf.per_block; i < e && i < pf.n; ++i) {
+  for (int64_t b = c.b0; b < c.b1; ++b) {
+    for (int64_t i = (b - c.b0) * pf.per_block, e = i + pf.per_block; i < e && i < pf.n; ++i) {
       _mm_prefetch(pf.base + 64 * i, _MM_HINT_T1);
     }
-    const __m512 wd = _mm512_load_ps(g.d + b * kGroupRows);
-    const uint32_t* wq = g.q + b * kLaneGroups * kGroupRows;
+    const __m512 wd = _mm512_load_ps(g.d + (b - c.b0) * kGroupRows);
+    const uint32_t* wq = g.q + (b - c.b0) * kLaneGroups * kGroupRows;
     for (int r = 0; r < R; ++r) {
       const int64_t row = row0 + r;
       const float* ds = a.ds + 2 * (row * nb + b);
       const __m512 scale = _mm512_mul_ps(wd, _mm512_set1_ps(ds[0]));
       if constexpr (T == DType::kQ4_1) {
-        accm[r] =
-            _mm512_fmadd_ps(_mm512_load_ps(g.m + b * kGroupRows), _mm512_set1_ps(ds[1]), accm[r]);
+        accm[r] = _mm512_fmadd_ps(_mm512_load_ps(g.m + (b - c.b0) * kGroupRows),
+                                  _mm512_set1_ps(ds[1]), accm[r]);
       }
       const int8_t* xq = a.q + row * a.n_in + b * qmm::kActBlock;
       const int32_t* bias =
@@ -264,6 +282,14 @@ void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o,
       }
     }
   }
+  if (!c.last) {
+    for (int r = 0; r < R; ++r) {
+      float* saved = c.acc_buf + (row0 + r) * kSaved * 16;
+      for (int k = 0; k < kLaneGroups; ++k) _mm512_store_ps(saved + k * 16, acc[r][k]);
+      _mm512_store_ps(saved + kLaneGroups * 16, accm[r]);
+    }
+    return;
+  }
   const __mmask16 mask = static_cast<__mmask16>(g.n >= 16 ? 0xFFFF : (1u << g.n) - 1);
   for (int r = 0; r < R; ++r) {
     // hsum_float_8 with the lanes g as vectors (HSum256's adds, in order).
@@ -275,7 +301,11 @@ void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o,
   }
 }
 
-// scratch: qmm::kScratchPerInput * n_in floats.
+// scratch: qmm::ScratchFloats(n_in, n_rows) floats. A group's blocks go in
+// chunks of kChunkBlocks, each rearranged and
+// then run for every activation row: the rearranged chunk (20 KB), a tile's
+// activations and the saved accumulators stay in L1 even for long rows (a
+// whole 2048-input row measured at half the speed of a 576-input one).
 template <DType T>
 void QuantWideKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                      const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
@@ -283,24 +313,34 @@ void QuantWideKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
   auto* aligned =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
   const int64_t nb = a.n_blocks, n_tiles = (a.n_rows + 1) / 2;
+  const int64_t n_chunks = (nb + kChunkBlocks - 1) / kChunkBlocks;
+  WideChunk c;
+  c.acc_buf = aligned + kChunkBlocks * (kLaneGroups + 2) * kGroupRows;
   for (int64_t o = o_begin; o < o_end; o += kGroupRows) {
     const int n = o_end - o < kGroupRows ? static_cast<int>(o_end - o) : kGroupRows;
-    const WideGroup g = PrepareGroup<T>(W, row_bytes, o, n, nb, aligned);
-    // The next group's rows, a share per tile and block.
+    // The next group's rows, a share per (chunk, tile) and block.
     const int64_t next_rows = o_end - (o + n) < kGroupRows ? o_end - (o + n) : kGroupRows;
     const int64_t next_lines = (next_rows * static_cast<int64_t>(row_bytes) + 63) / 64;
-    const int64_t tile_lines = (next_lines + n_tiles - 1) / n_tiles;
-    TilePrefetch pf;
-    pf.per_block = (tile_lines + nb - 1) / nb;
+    const int64_t slot_lines = (next_lines + n_chunks * n_tiles - 1) / (n_chunks * n_tiles);
     const char* next = static_cast<const char*>(W) + (o + n) * row_bytes;
-    for (int64_t r = 0, tile = 0; r < a.n_rows; r += 2, ++tile) {
-      pf.base = next + 64 * tile * tile_lines;
-      const int64_t left = next_lines - tile * tile_lines;
-      pf.n = left < 0 ? 0 : left < tile_lines ? left : tile_lines;
-      if (r + 2 <= a.n_rows) {
-        WideTile<T, 2>(g, a, r, o, pf, y, y_stride);
-      } else {
-        WideTile<T, 1>(g, a, r, o, pf, y, y_stride);
+    for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
+      c.b0 = chunk * kChunkBlocks;
+      c.b1 = nb - c.b0 < kChunkBlocks ? nb : c.b0 + kChunkBlocks;
+      c.first = chunk == 0;
+      c.last = chunk == n_chunks - 1;
+      const WideGroup g = PrepareGroup<T>(W, row_bytes, o, n, c.b0, c.b1, aligned);
+      TilePrefetch pf;
+      pf.per_block = (slot_lines + (c.b1 - c.b0) - 1) / (c.b1 - c.b0);
+      for (int64_t r = 0, tile = 0; r < a.n_rows; r += 2, ++tile) {
+        const int64_t slot = chunk * n_tiles + tile;
+        pf.base = next + 64 * slot * slot_lines;
+        const int64_t left = next_lines - slot * slot_lines;
+        pf.n = left < 0 ? 0 : left < slot_lines ? left : slot_lines;
+        if (r + 2 <= a.n_rows) {
+          WideTile<T, 2>(g, a, r, o, c, pf, y, y_stride);
+        } else {
+          WideTile<T, 1>(g, a, r, o, c, pf, y, y_stride);
+        }
       }
     }
   }

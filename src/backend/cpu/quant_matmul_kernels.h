@@ -49,11 +49,20 @@ struct BiasBuffers {
 // buffers used with these activations only.
 void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
 
-// Scratch a kernel call may use, in floats per input element (n_in).
-constexpr int64_t kScratchPerInput = 6;
+// The AVX-512 batch kernel's blocks per chunk (quant_matmul_avx512.cpp) and
+// its scratch: 16 floats of alignment and one rearranged chunk (per block
+// 8 x 16 u32 of weights, 16 + 16 f32 scales), then 9 vectors of 16 f32 per
+// activation row (accumulators saved between chunks).
+constexpr int64_t kWideChunkBlocks = 32;
+constexpr int64_t kWideScratchFloats = 16 + kWideChunkBlocks * (8 + 2) * 16;
+constexpr int64_t kWideScratchPerRow = 9 * 16;
+
+// Floats of scratch one kernel call may use (for n_in inputs and n_rows
+// activation rows): the most any kernel needs.
+int64_t ScratchFloats(int64_t n_in, int64_t n_rows);
 
 // Computes y[r][o] for o in [o_begin, o_end) and every row r of acts.
-// scratch: kScratchPerInput * n_in floats the kernel may use (one per
+// scratch: ScratchFloats(n_in, n_rows) floats the kernel may use (one per
 // calling thread).
 using Kernel = void (*)(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                         const Acts& acts, float* y, size_t y_stride, float* scratch);
