@@ -1,6 +1,8 @@
 #include "core/status.h"
 
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "absl/strings/cord.h"
 
@@ -33,6 +35,18 @@ absl::Status Error(llm_status code, std::string message) {
   absl::Status status(CanonicalCode(code), message);
   status.SetPayload(kPayloadUrl, absl::Cord(std::to_string(code)));
   return status;
+}
+
+absl::Status StatusFromCurrentException(const char* context) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return Errorf(LLM_ERR_OUT_OF_MEMORY, "%s: out of memory", context);
+  } catch (const std::exception& e) {
+    return Errorf(LLM_ERR_INTERNAL, "%s: %s", context, e.what());
+  } catch (...) {
+    return Errorf(LLM_ERR_INTERNAL, "%s: unknown exception", context);
+  }
 }
 
 llm_status ToLlmStatus(const absl::Status& status) {

@@ -29,6 +29,12 @@ absl::Status Errorf(llm_status code, const absl::FormatSpec<Args...>& format, co
 // ResourceExhausted -> OUT_OF_MEMORY, Cancelled -> CANCELLED, ...).
 llm_status ToLlmStatus(const absl::Status& status);
 
+// The status for the exception being handled -- call it only inside a catch
+// block: std::bad_alloc -> LLM_ERR_OUT_OF_MEMORY "<context>: out of memory";
+// any other -> LLM_ERR_INTERNAL "<context>: <what()>" (or "unknown
+// exception"). For the try blocks that keep exceptions off the C ABI.
+absl::Status StatusFromCurrentException(const char* context);
+
 }  // namespace llm
 
 // Propagate a non-OK status: LLM_RETURN_IF_ERROR(expr);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
-#include <new>
 #include <vector>
 
 #include "backend/cpu/attention_kernels.h"
@@ -247,12 +245,8 @@ absl::Status AttentionBatch(absl::Span<const AttentionJob> jobs, int64_t n_head,
                             bool batch_invariant) {
   try {
     return RunJobs(jobs, n_head, pool, batch_invariant);
-  } catch (const std::bad_alloc&) {
-    return Error(LLM_ERR_OUT_OF_MEMORY, "Attention: out of memory");
-  } catch (const std::exception& e) {
-    return Errorf(LLM_ERR_INTERNAL, "Attention: %s", e.what());
   } catch (...) {
-    return Error(LLM_ERR_INTERNAL, "Attention: unknown exception");
+    return StatusFromCurrentException("Attention");
   }
 }
 

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <memory>
-#include <new>
 #include <optional>
 #include <vector>
 
@@ -286,12 +284,8 @@ absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, 
       if (outputs[i].n_out > 0) live.push_back(outputs[i]);
     }
     return RunShared(live.data(), static_cast<int>(live.size()), n_in, x, x_stride, n_rows, pool);
-  } catch (const std::bad_alloc&) {
-    return Error(LLM_ERR_OUT_OF_MEMORY, "QuantMatMul: out of memory");
-  } catch (const std::exception& e) {
-    return Errorf(LLM_ERR_INTERNAL, "QuantMatMul: %s", e.what());
   } catch (...) {
-    return Error(LLM_ERR_INTERNAL, "QuantMatMul: unknown exception");
+    return StatusFromCurrentException("QuantMatMul");
   }
 }
 

@@ -302,10 +302,10 @@ void WideTile(const WideGroup& g, const qmm::Acts& a, int64_t row0, int64_t o, c
 }
 
 // scratch: qmm::ScratchFloats(n_in, n_rows) floats. A group's blocks go in
-// chunks of kChunkBlocks, each rearranged and
-// then run for every activation row: the rearranged chunk (20 KB), a tile's
-// activations and the saved accumulators stay in L1 even for long rows (a
-// whole 2048-input row measured at half the speed of a 576-input one).
+// chunks of kChunkBlocks, each rearranged and then run for every activation
+// row: the rearranged chunk (20 KB), a tile's activations and the saved
+// accumulators stay in L1 even for long rows (Q4_0 8192 x 2048 at 16 rows:
+// 6.2 -> 5.6 ms, best of 12).
 template <DType T>
 void QuantWideKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                      const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
