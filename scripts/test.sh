@@ -25,17 +25,22 @@ stage() {  # stage NAME COMMAND...: run one timed stage
   echo "=== stage $name passed in $((SECONDS - start)) s" >&2
 }
 
+# Every package a build used must come from setup.sh's list (or its
+# Depends): a fresh Debian 12 machine has nothing else.
+check_deps() { python3 scripts/check_build_deps.py "$@"; }
+
 run_main() {
   ./scripts/build.sh
+  check_deps "${BUILD_DIR:-build}"
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"
 }
 
 for s in $stages; do
   case "$s" in
     main) stage main run_main ;;
-    asan) stage asan ./scripts/test_sanitizers.sh asan ;;
-    tsan) stage tsan ./scripts/test_sanitizers.sh tsan ;;
-    fuzz) stage fuzz ./scripts/fuzz.sh 30 ;;
+    asan) stage asan ./scripts/test_sanitizers.sh asan; check_deps "${BUILD_DIR:-build-asan}" ;;
+    tsan) stage tsan ./scripts/test_sanitizers.sh tsan; check_deps "${BUILD_DIR:-build-tsan}" ;;
+    fuzz) stage fuzz ./scripts/fuzz.sh 30; check_deps build-fuzz ;;
     *) echo "test.sh: unknown stage '$s'" >&2; exit 2 ;;
   esac
 done
