@@ -14,7 +14,7 @@
 #include "backend/cpu/quant_matmul.h"
 #include "core/dtype.h"
 #include "core/half.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {

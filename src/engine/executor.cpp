@@ -5,16 +5,12 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "engine/session.h"
 
 namespace llm {
 
-ModelExecutor::ModelExecutor(const LlamaModel& llama, int n_threads, bool deterministic)
-    : llama_(llama), n_threads_(n_threads), pool_(std::make_unique<ThreadPool>(n_threads)) {
-  scratch_.linear.batch_invariant = deterministic;
-  scratch_.batch_invariant = deterministic;
-}
+ModelExecutor::ModelExecutor(const LlamaModel& llama, Backend& backend)
+    : llama_(llama), backend_(backend) {}
 
 ModelExecutor::~ModelExecutor() = default;
 
@@ -31,7 +27,7 @@ absl::Status ModelExecutor::Run(absl::Span<const ScheduledChunk> chunks) {
     for (const ScheduledChunk& chunk : chunks) {
       steps.push_back(static_cast<Session*>(chunk.client->owner)->StepFor(chunk));
     }
-    LLM_RETURN_IF_ERROR(llama_.Forward(steps, pool_.get(), n_threads_, scratch_));
+    LLM_RETURN_IF_ERROR(llama_.Forward(steps, backend_, scratch_));
     for (const ScheduledChunk& chunk : chunks) {
       static_cast<Session*>(chunk.client->owner)->CommitChunk(chunk);
     }

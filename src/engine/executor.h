@@ -1,8 +1,6 @@
 // The real StepExecutor: runs the scheduler's chunks of many sessions as one
-// forward pass of the model (model/llama.h) over their KV block tables.
-//
-// Owns the forward pass's thread pool (the model's n_threads) and scratch,
-// both used only on the scheduler thread.
+// forward pass of the model (model/llama.h) on the model's backend, over
+// their KV block tables. Used only on the scheduler thread.
 #pragma once
 
 #include <memory>
@@ -12,13 +10,10 @@
 
 namespace llm {
 
-class ThreadPool;
-
 class ModelExecutor : public StepExecutor {
  public:
-  // Starts n_threads - 1 worker threads (throws std::bad_alloc if it cannot).
-  // deterministic: batch-invariant kernels (LinearContext / Attention).
-  ModelExecutor(const LlamaModel& llama, int n_threads, bool deterministic);
+  // llama and backend must outlive the executor.
+  ModelExecutor(const LlamaModel& llama, Backend& backend);
   ~ModelExecutor() override;
 
   // Obtains KV blocks for the chunk's positions (LLM_ERR_KV_FULL, ...).
@@ -29,8 +24,7 @@ class ModelExecutor : public StepExecutor {
 
  private:
   const LlamaModel& llama_;
-  int n_threads_;
-  std::unique_ptr<ThreadPool> pool_;
+  Backend& backend_;
   ForwardScratch scratch_;
 };
 

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 
-#include "backend/cpu/cpu_features.h"
 #include "core/log.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "engine/executor.h"
 #include "engine/model_fingerprint.h"
 
@@ -58,13 +56,19 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                                                     const ModelLoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
   LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  model->default_threads_ = options.n_threads > 0 ? options.n_threads : HostPhysicalCores();
   if (!options.vocab_only) {
+    BackendOptions backend_options;
+    backend_options.n_threads = model->default_threads_;
+    backend_options.deterministic = options.deterministic;
+    LLM_ASSIGN_OR_RETURN(model->backend_, CreateCpuBackend(backend_options));
     // Weights first: binding them checks every tensor's shape against the
     // hyper-parameters (token_embd is [n_embd, n_vocab]) without allocating
     // more than the norm vectors, so a file whose metadata claims a huge
     // vocabulary it has no weights for is refused before the tokenizer
     // builds its tables from that metadata (docs/FUZZING.md, finding 3).
-    LLM_ASSIGN_OR_RETURN(model->llama_, LlamaModel::Create(*gguf, model->hparams_));
+    LLM_ASSIGN_OR_RETURN(model->llama_,
+                         LlamaModel::Create(*gguf, model->hparams_, *model->backend_));
   }
   LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
   if (model->tokenizer_->n_vocab() != model->hparams_.n_vocab) {
@@ -75,7 +79,6 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
   if (tmpl) model->chat_template_ = std::string(*tmpl);
   LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> name, gguf->GetString("general.name"));
   if (name) model->name_ = std::string(*name);
-  model->default_threads_ = options.n_threads > 0 ? options.n_threads : PhysicalCoreCount();
   if (options.progress && !options.progress(0.1f)) {
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
   }
@@ -102,30 +105,33 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     sched.token_budget = options.batch_tokens > 0 ? options.batch_tokens : kDefaultBatchTokens;
     sched.max_chunk = sched.token_budget;
     try {
-      model->kv_pool_ = std::make_unique<KvBlockPool>(layout, budget);
-      model->executor_ = std::make_unique<ModelExecutor>(*model->llama_, model->default_threads_,
-                                                         options.deterministic);
+      LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
+                           model->backend_->CreateKvStorage(layout));
+      model->kv_pool_ = std::make_unique<KvBlockPool>(layout, budget, std::move(storage));
+      model->executor_ = std::make_unique<ModelExecutor>(*model->llama_, *model->backend_);
       model->scheduler_ = std::make_unique<Scheduler>(model->executor_.get(), sched);
     } catch (const std::bad_alloc&) {
       return Error(LLM_ERR_OUT_OF_MEMORY,
-                   "out of memory: cannot create the model's batcher (its worker threads or KV pool)");
+                   "out of memory: cannot create the model's batcher or KV pool");
     }
   }
-  Logf(LLM_LOG_INFO,
-       "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "
-       "trained context %d, %d parameters%s; CPU kernels: %s, %d threads",
-       model->name_, hp.architecture, model->gguf_->version(), hp.n_layer, hp.n_embd, hp.n_head,
-       hp.n_head_kv, hp.n_vocab, hp.n_ctx_train, model->n_params(),
-       options.vocab_only ? " (vocab only)" : "", SimdLevelName(ActiveSimdLevel()),
-       model->default_threads_);
+  if (LogEnabled(LLM_LOG_INFO)) {
+    Logf(LLM_LOG_INFO,
+         "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "
+         "trained context %d, %d parameters%s%s",
+         model->name_, hp.architecture, model->gguf_->version(), hp.n_layer, hp.n_embd, hp.n_head,
+         hp.n_head_kv, hp.n_vocab, hp.n_ctx_train, model->n_params(),
+         options.vocab_only ? " (vocab only)" : "",
+         model->backend_ ? "; " + model->backend_->Describe() : std::string());
+  }
   return model;
 }
 
 uint64_t DefaultKvBudget(const KvLayout& layout) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const uint64_t quarter_ram =
-      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
-                            : uint64_t{1} << 30;
+  const uint64_t quarter_ram = pages > 0 && page > 0
+                                   ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                                   : uint64_t{1} << 30;
   const uint64_t sessions_cap = 64ull * 4096ull * layout.bytes_per_token(KvType::kF16);
   return std::max<uint64_t>(std::min(quarter_ram, sessions_cap), layout.block_bytes());
 }

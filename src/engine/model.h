@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backend/backend.h"
 #include "engine/scheduler.h"
 #include "format/gguf.h"
 #include "kv/block_pool.h"
@@ -71,6 +72,8 @@ class Model {
                                                       const ModelLoadOptions& options);
 
   std::unique_ptr<GgufFile> gguf_;
+  // Before everything that uses it, so it is destroyed after them.
+  std::unique_ptr<Backend> backend_;
   LlamaHParams hparams_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LlamaModel> llama_;
@@ -80,7 +83,7 @@ class Model {
   bool deterministic_ = false;
   uint64_t fingerprint_ = 0;
   // Declared last: destroyed first (the scheduler's thread is joined before
-  // the executor and pool it uses go away).
+  // the executor and KV pool it uses go away).
   std::unique_ptr<KvBlockPool> kv_pool_;
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -326,7 +326,7 @@ absl::StatusOr<size_t> Session::Save(uint8_t* out, size_t capacity) const {
     return Errorf(LLM_ERR_BUFFER_TOO_SMALL, "the session needs %d bytes; the buffer holds %d", size,
                   capacity);
   }
-  SerializeSession(state, *kv_, layout, out);
+  LLM_RETURN_IF_ERROR(SerializeSession(state, *kv_, layout, out));
   return size;
 }
 

@@ -121,6 +121,56 @@ size_t RowBytes(const KvLayout& layout, KvType t) {
   return static_cast<size_t>(layout.row_elems()) * KvLayout::elem_bytes(t);
 }
 
+// The serialized KV rows of positions [0, n) are layer-major: layer l's K
+// rows of positions 0..n-1, then its V rows ([n][row_bytes] each). A block
+// holds every layer's rows of its positions (kv_layout.h), so both
+// directions go one block at a time through a host copy of the block: one
+// device transfer per block, never per row.
+size_t SerializedKvOffset(int64_t layer, bool v, int64_t pos, int64_t n, size_t row_bytes) {
+  return (static_cast<size_t>(2 * layer + (v ? 1 : 0)) * static_cast<size_t>(n) +
+          static_cast<size_t>(pos)) * row_bytes;
+}
+
+absl::Status SaveKvRows(const KvBlockTable& kv, const KvLayout& layout, int64_t n, uint8_t* out) {
+  const KvType t = kv.type();
+  const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
+  const int64_t bt = kv.block_tokens();
+  std::vector<uint8_t> block(layout.block_bytes());
+  for (int64_t first = 0; first < n; first += bt) {
+    LLM_RETURN_IF_ERROR(kv.ReadBlock(static_cast<size_t>(first / bt), block.data()));
+    for (int64_t l = 0; l < layout.n_layer; ++l) {
+      for (int64_t p = first; p < std::min(n, first + bt); ++p) {
+        const size_t row = static_cast<size_t>(p - first) * row_bytes;
+        CopyRowLe(out + SerializedKvOffset(l, false, p, n, row_bytes),
+                  block.data() + layout.k_offset(t, l) + row, row_bytes, elem_bytes);
+        CopyRowLe(out + SerializedKvOffset(l, true, p, n, row_bytes),
+                  block.data() + layout.v_offset(t, l) + row, row_bytes, elem_bytes);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadKvRows(const uint8_t* in, const KvLayout& layout, int64_t n, KvBlockTable* kv) {
+  const KvType t = kv->type();
+  const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
+  const int64_t bt = kv->block_tokens();
+  std::vector<uint8_t> block(layout.block_bytes());  // rows past n stay zero
+  for (int64_t first = 0; first < n; first += bt) {
+    for (int64_t l = 0; l < layout.n_layer; ++l) {
+      for (int64_t p = first; p < std::min(n, first + bt); ++p) {
+        const size_t row = static_cast<size_t>(p - first) * row_bytes;
+        CopyRowLe(block.data() + layout.k_offset(t, l) + row,
+                  in + SerializedKvOffset(l, false, p, n, row_bytes), row_bytes, elem_bytes);
+        CopyRowLe(block.data() + layout.v_offset(t, l) + row,
+                  in + SerializedKvOffset(l, true, p, n, row_bytes), row_bytes, elem_bytes);
+      }
+    }
+    LLM_RETURN_IF_ERROR(kv->WriteBlock(static_cast<size_t>(first / bt), block.data()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
                          SessionState* state, KvBlockTable* kv) {
   // Caller contract (a libllm bug if broken, never the buffer's fault).
@@ -218,7 +268,6 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   }
   if (has_logits && n_tokens == 0) return Corrupt("logits without any token history");
   const size_t row_bytes = RowBytes(layout, kv_type);
-  const size_t elem_bytes = KvLayout::elem_bytes(kv_type);
   uint64_t kv_bytes = 0;
   uint64_t expected = 0;
   if (!MulAdd(2 * n_layer * row_bytes, n_tokens, 0, &kv_bytes) ||
@@ -280,15 +329,7 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   const int64_t n = static_cast<int64_t>(n_tokens);
   if (n > 0) {
     LLM_RETURN_IF_ERROR(kv->PrepareWrite(0, n));
-    const uint8_t* src = kv_data;
-    for (int64_t l = 0; l < layout.n_layer; ++l) {
-      for (int64_t p = 0; p < n; ++p, src += row_bytes) {
-        CopyRowLe(kv->MutableKRow(l, p), src, row_bytes, elem_bytes);
-      }
-      for (int64_t p = 0; p < n; ++p, src += row_bytes) {
-        CopyRowLe(kv->MutableVRow(l, p), src, row_bytes, elem_bytes);
-      }
-    }
+    LLM_RETURN_IF_ERROR(LoadKvRows(kv_data, layout, n, kv));
     kv->Commit(tokens);
   }
 
@@ -313,8 +354,8 @@ size_t SerializedSessionSize(const SessionState& state, const KvLayout& layout) 
          kTrailerBytes;
 }
 
-void SerializeSession(const SessionState& state, const KvBlockTable& kv, const KvLayout& layout,
-                      uint8_t* out) {
+absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
+                              const KvLayout& layout, uint8_t* out) {
   const size_t total = SerializedSessionSize(state, layout);
   const size_t n = state.tokens.size();
   const size_t n_logits = state.has_logits ? state.logits.size() : 0;
@@ -347,17 +388,9 @@ void SerializeSession(const SessionState& state, const KvBlockTable& kv, const K
   for (size_t i = 0; i < n; ++i, p += 4) Put32(p, static_cast<uint32_t>(state.tokens[i]));
   for (size_t i = 0; i < n_logits; ++i, p += 4) Put32(p, FloatBits(state.logits[i]));
 
-  const size_t row_bytes = RowBytes(layout, state.kv_type);
-  const size_t elem_bytes = KvLayout::elem_bytes(state.kv_type);
-  for (int64_t l = 0; l < layout.n_layer; ++l) {
-    for (size_t pos = 0; pos < n; ++pos, p += row_bytes) {
-      CopyRowLe(p, kv.KRow(l, static_cast<int64_t>(pos)), row_bytes, elem_bytes);
-    }
-    for (size_t pos = 0; pos < n; ++pos, p += row_bytes) {
-      CopyRowLe(p, kv.VRow(l, static_cast<int64_t>(pos)), row_bytes, elem_bytes);
-    }
-  }
+  LLM_RETURN_IF_ERROR(SaveKvRows(kv, layout, static_cast<int64_t>(n), p));
   Put32(out + total - kTrailerBytes, Crc32(out, total - kTrailerBytes));
+  return absl::OkStatus();
 }
 
 absl::Status DeserializeSession(const uint8_t* data, size_t size, const SessionLoadExpect& expect,

@@ -49,9 +49,10 @@ size_t SerializedSessionSize(const SessionState& state, const KvLayout& layout);
 // Writes the whole format into out[0 .. SerializedSessionSize(state, layout)).
 // Preconditions (the session guarantees them; they are not checked):
 // kv.type() == state.kv_type, kv.n_positions() >= state.tokens.size(), and
-// layout is the layout of kv's pool. Reads kv's rows through KRow / VRow.
-void SerializeSession(const SessionState& state, const KvBlockTable& kv, const KvLayout& layout,
-                      uint8_t* out);
+// layout is the layout of kv's pool. Reads kv's blocks through the pool's
+// storage (a device error or OUT_OF_MEMORY for the staging block can fail it).
+absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
+                              const KvLayout& layout, uint8_t* out);
 
 // What the loading session expects of a buffer.
 struct SessionLoadExpect {

@@ -8,8 +8,8 @@
 //   cached  refcount 0, registered, on the LRU list (oldest release first)
 // Ids >= the number of blocks with storage are "unallocated".
 //
-// Out-of-memory safety: storage, metadata, the free list's capacity and the
-// slab list grow together inside one try block in Grow(); afterwards Release,
+// Out-of-memory safety: metadata and the free list's capacity grow inside one
+// try block in Grow(), then the storage (all or nothing); afterwards Release,
 // Retain, Lookup and eviction never allocate. Register allocates (a hash-map
 // node and the key's tokens) and, on failure, simply leaves the block
 // unregistered: prefix caching is an optimisation.
@@ -36,13 +36,9 @@ uint64_t Mix64(uint64_t x) {
 }
 
 constexpr int32_t kNone = -1;
-// Blocks per slab: one allocation of up to this many blocks at a time, so
-// memory follows use without one allocation per block.
+// Blocks per slab: storage for up to this many blocks is asked for at a time,
+// so memory follows use without one allocation per block.
 constexpr int64_t kSlabBlocks = 64;
-// Block storage alignment (cache line; also covers every SIMD load width used
-// on KV rows, whose offsets inside a block are multiples of 64 bytes for the
-// head sizes models use).
-constexpr size_t kBlockAlign = 64;
 
 }  // namespace
 
@@ -64,7 +60,6 @@ bool SameKey(const BlockKey& a, const BlockKey& b) {
 }
 
 struct BlockMeta {
-  uint8_t* data = nullptr;  // block_bytes of storage inside a slab
   int32_t refcount = 0;
   bool registered = false;
   // Intrusive LRU links (cached blocks only).
@@ -74,17 +69,6 @@ struct BlockMeta {
   BlockKey key;       // while registered
 };
 
-struct Slab {
-  uint8_t* base = nullptr;
-  ~Slab() {
-    if (base != nullptr) ::operator delete[](base, std::align_val_t(kBlockAlign));
-  }
-  Slab() = default;
-  Slab(Slab&& o) noexcept : base(std::exchange(o.base, nullptr)) {}
-  Slab& operator=(Slab&&) = delete;
-  Slab(const Slab&) = delete;
-};
-
 }  // namespace
 
 struct KvBlockPool::Impl {
@@ -92,7 +76,7 @@ struct KvBlockPool::Impl {
   uint64_t budget_bytes = 0;
   size_t block_bytes = 0;
   int64_t blocks_total = 0;
-  std::vector<Slab> slabs;
+  KvStorage* storage = nullptr;
   std::vector<BlockMeta> meta;  // [blocks with storage]
   std::vector<int32_t> free;    // capacity >= meta.size(): push_back never allocates
   int32_t lru_head = kNone;     // least recently released cached block
@@ -137,18 +121,10 @@ struct KvBlockPool::Impl {
   bool Grow(int64_t n) {
     const size_t old = meta.size();
     try {
-      slabs.reserve(slabs.size() + 1);
       meta.reserve(old + static_cast<size_t>(n));
       free.reserve(old + static_cast<size_t>(n));
-      Slab slab;
-      slab.base = static_cast<uint8_t*>(::operator new[](
-          static_cast<size_t>(n) * block_bytes, std::align_val_t(kBlockAlign), std::nothrow));
-      if (slab.base == nullptr) return false;
-      uint8_t* base = slab.base;
-      slabs.push_back(std::move(slab));  // capacity reserved: no throw
-      meta.resize(old + static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i)
-        meta[old + i].data = base + static_cast<size_t>(i) * block_bytes;
+      if (!storage->AddBlocks(static_cast<int32_t>(old), n)) return false;
+      meta.resize(old + static_cast<size_t>(n));  // capacity reserved: no throw
       // Lowest id handed out first.
       for (int64_t i = n - 1; i >= 0; --i) free.push_back(static_cast<int32_t>(old + i));
       return true;
@@ -158,8 +134,10 @@ struct KvBlockPool::Impl {
   }
 };
 
-KvBlockPool::KvBlockPool(const KvLayout& layout, uint64_t budget_bytes)
-    : layout_(layout), impl_(std::make_unique<Impl>()) {
+KvBlockPool::KvBlockPool(const KvLayout& layout, uint64_t budget_bytes,
+                         std::unique_ptr<KvStorage> storage)
+    : layout_(layout), storage_(std::move(storage)), impl_(std::make_unique<Impl>()) {
+  impl_->storage = storage_.get();
   impl_->budget_bytes = budget_bytes;
   impl_->block_bytes = std::max<size_t>(layout.block_bytes(), 1);
   const uint64_t fit = budget_bytes / impl_->block_bytes;
@@ -240,9 +218,9 @@ int32_t KvBlockPool::RefCount(int32_t block) const {
   return impl_->Valid(block) ? impl_->meta[block].refcount : 0;
 }
 
-uint8_t* KvBlockPool::Data(int32_t block) const {
+bool KvBlockPool::HasStorage(int32_t block) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->Valid(block) ? impl_->meta[block].data : nullptr;
+  return impl_->Valid(block);
 }
 
 std::optional<int32_t> KvBlockPool::Lookup(const BlockKey& key) {

@@ -4,9 +4,9 @@
 // a session whose prompt starts with blocks already in the pool reuses them
 // (automatic prefix caching).
 //
-// Storage is obtained lazily, in slabs, as blocks are first used, so memory
-// follows use rather than the cap; it is never moved, so a block's data
-// pointer is stable for the pool's lifetime. A block nobody holds but whose
+// Storage is obtained lazily from the backend's KvStorage (kv_storage.h), in
+// slabs, as blocks are first used, so memory follows use rather than the
+// cap. The pool never touches the bytes: block ids are all it hands out. A block nobody holds but whose
 // tokens are registered stays "cached" and is reused by a matching prompt, or
 // evicted (least recently released first) when a fresh block is needed.
 //
@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kv/kv_layout.h"
+#include "kv/kv_storage.h"
 
 namespace llm {
 
@@ -51,12 +52,15 @@ struct BlockKey {
 class KvBlockPool {
  public:
   // budget_bytes: cap on block storage (at least one block is always allowed).
-  KvBlockPool(const KvLayout& layout, uint64_t budget_bytes);
+  // storage: where the blocks' bytes live (the model's backend provides it).
+  KvBlockPool(const KvLayout& layout, uint64_t budget_bytes, std::unique_ptr<KvStorage> storage);
   ~KvBlockPool();
   KvBlockPool(const KvBlockPool&) = delete;
   KvBlockPool& operator=(const KvBlockPool&) = delete;
 
   const KvLayout& layout() const { return layout_; }
+  // The blocks' bytes: copy, read and write whole blocks the caller holds.
+  KvStorage& storage() const { return *storage_; }
 
   // A fresh block (refcount 1, unregistered). Evicts a cached block when the
   // cap is reached; LLM_ERR_KV_FULL when every block is held;
@@ -66,8 +70,8 @@ class KvBlockPool {
   // refcount - 1; at 0 the block is cached (if registered) or free.
   void Release(int32_t block);
   int32_t RefCount(int32_t block) const;
-  // Base of the block's block_bytes() of data; stable while the pool lives.
-  uint8_t* Data(int32_t block) const;
+  // Whether the block has storage (ids below blocks_allocated).
+  bool HasStorage(int32_t block) const;
 
   // A registered block with exactly this key, retained for the caller
   // (refcount + 1), or nullopt.
@@ -86,6 +90,7 @@ class KvBlockPool {
   // implementation-defined members
   struct Impl;
   KvLayout layout_;
+  std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<Impl> impl_;
 };
 

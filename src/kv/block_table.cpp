@@ -4,7 +4,6 @@
 // Invariants:
 //   blocks_.size() * block_tokens_ >= n_positions_ (blocks past the valid
 //   positions may exist: prepared but not yet committed);
-//   block_data_[i] == pool_->Data(blocks_[i]);
 //   full_hashes_.size() <= n_positions_ / block_tokens_, and full_hashes_[i]
 //   is the chained hash of block i's committed tokens (registered in the pool
 //   unless another block already held that key or memory ran out);
@@ -12,11 +11,9 @@
 #include "kv/block_table.h"
 
 #include <algorithm>
-#include <cstring>
 #include <new>
 #include <utility>
 
-#include "backend/cpu/ops.h"
 #include "core/status.h"
 
 namespace llm {
@@ -48,7 +45,6 @@ absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
     if (blocks_.capacity() < needed) {
       const size_t cap = std::max(needed, 2 * blocks_.capacity());
       blocks_.reserve(cap);
-      block_data_.reserve(cap);
     }
     if (full_hashes_.capacity() < blocks_.capacity()) full_hashes_.reserve(blocks_.capacity());
   } catch (const std::bad_alloc&) {
@@ -58,12 +54,10 @@ absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
   // for the usual append at begin == n_positions).
   if (full_hashes_.size() > static_cast<size_t>(first)) full_hashes_.resize(first);
 
-  const size_t bytes = pool_->layout().block_bytes();
   for (int64_t i = first; i <= last; ++i) {
     if (static_cast<size_t>(i) >= blocks_.size()) {
       LLM_ASSIGN_OR_RETURN(const int32_t b, pool_->Allocate());
       blocks_.push_back(b);  // capacity reserved above
-      block_data_.push_back(pool_->Data(b));
       continue;
     }
     const int32_t old = blocks_[i];
@@ -82,10 +76,11 @@ absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
       // The copy comes before the release, so a co-holder that sees the
       // refcount fall to 1 and writes in place does so after we have read.
       LLM_ASSIGN_OR_RETURN(const int32_t b, pool_->Allocate());
-      uint8_t* dst = pool_->Data(b);
-      std::memcpy(dst, block_data_[i], bytes);
+      if (absl::Status copied = pool_->storage().CopyBlock(old, b); !copied.ok()) {
+        pool_->Release(b);
+        return copied;
+      }
       blocks_[i] = b;
-      block_data_[i] = dst;
       pool_->Release(old);
     }
   }
@@ -96,54 +91,18 @@ size_t KvBlockTable::row_bytes() const {
   return static_cast<size_t>(pool_->layout().row_elems()) * KvLayout::elem_bytes(type_);
 }
 
-const uint8_t* KvBlockTable::KRow(int64_t layer, int64_t pos) const {
-  return block_data_[pos / block_tokens_] + pool_->layout().k_offset(type_, layer) +
-         static_cast<size_t>(pos % block_tokens_) * row_bytes();
-}
-
-const uint8_t* KvBlockTable::VRow(int64_t layer, int64_t pos) const {
-  return block_data_[pos / block_tokens_] + pool_->layout().v_offset(type_, layer) +
-         static_cast<size_t>(pos % block_tokens_) * row_bytes();
-}
-
-// block_data_ holds const pointers because View hands them to readers; the
-// storage itself is the pool's writable memory (KvBlockPool::Data), and a
-// prepared position's block is this table's alone.
-uint8_t* KvBlockTable::MutableKRow(int64_t layer, int64_t pos) {
-  return const_cast<uint8_t*>(KRow(layer, pos));
-}
-
-uint8_t* KvBlockTable::MutableVRow(int64_t layer, int64_t pos) {
-  return const_cast<uint8_t*>(VRow(layer, pos));
-}
-
-void KvBlockTable::Store(int64_t layer, int64_t pos, const float* k_row, const float* v_row) {
-  if (pos < 0 || pos / block_tokens_ >= static_cast<int64_t>(blocks_.size())) return;  // unprepared
-  uint8_t* k = MutableKRow(layer, pos);
-  uint8_t* v = MutableVRow(layer, pos);
-  const int64_t n = pool_->layout().row_elems();
-  if (type_ == KvType::kF16) {
-    // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
-    F32ToF16Row(k_row, n, reinterpret_cast<uint16_t*>(k));
-    F32ToF16Row(v_row, n, reinterpret_cast<uint16_t*>(v));
-  } else {
-    std::memcpy(k, k_row, static_cast<size_t>(n) * sizeof(float));
-    std::memcpy(v, v_row, static_cast<size_t>(n) * sizeof(float));
+absl::Status KvBlockTable::ReadBlock(size_t i, uint8_t* host) const {
+  if (i >= blocks_.size()) {
+    return Errorf(LLM_ERR_INTERNAL, "KV block %d read, the table has %d", i, blocks_.size());
   }
+  return pool_->storage().ReadBlock(blocks_[i], host);
 }
 
-KvView KvBlockTable::View(int64_t layer) const {
-  const KvLayout& l = pool_->layout();
-  KvView view;
-  view.blocks = block_data_.data();
-  view.block_tokens = block_tokens_;
-  view.k_offset = l.k_offset(type_, layer);
-  view.v_offset = l.v_offset(type_, layer);
-  view.f16 = type_ == KvType::kF16;
-  view.n_head_kv = l.n_head_kv;
-  view.head_dim = l.head_dim;
-  view.row_stride = static_cast<size_t>(l.row_elems());
-  return view;
+absl::Status KvBlockTable::WriteBlock(size_t i, const uint8_t* host) {
+  if (i >= blocks_.size() || pool_->RefCount(blocks_[i]) != 1) {
+    return Errorf(LLM_ERR_INTERNAL, "KV block %d written while not prepared for writing", i);
+  }
+  return pool_->storage().WriteBlock(blocks_[i], host);
 }
 
 void KvBlockTable::Commit(absl::Span<const int32_t> tokens) {
@@ -196,14 +155,12 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
       // nothing of value: drop them, so adopted blocks append in order.
       for (size_t i = index; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
       blocks_.resize(index);
-      block_data_.resize(index);
       trimmed = true;
     }
     try {
       if (blocks_.capacity() <= index) {
         const size_t cap = std::max(index + 1, 2 * blocks_.capacity());
         blocks_.reserve(cap);
-        block_data_.reserve(cap);
       }
       if (full_hashes_.capacity() < blocks_.capacity()) full_hashes_.reserve(blocks_.capacity());
     } catch (const std::bad_alloc&) {
@@ -211,7 +168,6 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
       break;
     }
     blocks_.push_back(*hit);
-    block_data_.push_back(pool_->Data(*hit));
     full_hashes_.push_back(hash);
     n_positions_ += block_tokens_;
   }
@@ -222,10 +178,7 @@ void KvBlockTable::Truncate(int64_t n) {
   n = std::clamp<int64_t>(n, 0, n_positions_);
   const size_t keep = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
   for (size_t i = keep; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
-  if (blocks_.size() > keep) {
-    blocks_.resize(keep);
-    block_data_.resize(keep);
-  }
+  if (blocks_.size() > keep) blocks_.resize(keep);
   // A partly kept block loses its hash here; its pool registration stays
   // until PrepareWrite writes into it (its rows are still those of the key).
   const size_t full = static_cast<size_t>(n / block_tokens_);
@@ -238,14 +191,12 @@ std::unique_ptr<KvBlockTable> KvBlockTable::Fork() const {
   // leaves no reference behind.
   auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_);
   std::vector<int32_t> blocks = blocks_;
-  std::vector<const uint8_t*> data = block_data_;
   std::vector<uint64_t> hashes;
   // Capacity for a hash per block, as Commit expects.
   hashes.reserve(std::max(blocks.size(), full_hashes_.size()));
   hashes.assign(full_hashes_.begin(), full_hashes_.end());
   for (const int32_t b : blocks) pool_->Retain(b);
   child->blocks_ = std::move(blocks);
-  child->block_data_ = std::move(data);
   child->full_hashes_ = std::move(hashes);
   child->n_positions_ = n_positions_;
   return child;

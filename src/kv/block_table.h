@@ -15,7 +15,6 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "backend/cpu/attention.h"
 #include "kv/block_pool.h"
 #include "kv/kv_layout.h"
 
@@ -28,6 +27,7 @@ class KvBlockTable {
   KvBlockTable(const KvBlockTable&) = delete;
   KvBlockTable& operator=(const KvBlockTable&) = delete;
 
+  KvBlockPool& pool() const { return *pool_; }
   KvType type() const { return type_; }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t block_tokens() const { return block_tokens_; }
@@ -43,14 +43,6 @@ class KvBlockTable {
   // LLM_ERR_OUT_OF_MEMORY) positions [0, n_positions()) are unchanged; blocks
   // already obtained are kept for a retry. Idempotent.
   absl::Status PrepareWrite(int64_t begin, int64_t end);
-
-  // Stores one position's K and V rows ([n_head_kv * head_dim] f32 each,
-  // converted to the cache type) into a prepared position.
-  void Store(int64_t layer, int64_t pos, const float* k_row, const float* v_row);
-
-  // Attention's view of a layer: every block of the table (valid until the
-  // next non-const call).
-  KvView View(int64_t layer) const;
 
   // Declares positions [0, tokens.size()) valid, holding KV of tokens (the
   // session's whole history), and registers every block that became full in
@@ -69,13 +61,13 @@ class KvBlockTable {
   // A table sharing every block with this one (copy-on-write on either side).
   std::unique_ptr<KvBlockTable> Fork() const;
 
-  // Raw access for save/load: the K or V row of one (layer, position) in the
-  // cache's element type (row_bytes() bytes).
+  // Save/load: block i's bytes (KvLayout::block_bytes(), laid out as
+  // kv_layout.h says) to or from host memory. WriteBlock only into a block
+  // whose positions are prepared (PrepareWrite): it is this table's alone.
+  absl::Status ReadBlock(size_t i, uint8_t* host) const;
+  absl::Status WriteBlock(size_t i, const uint8_t* host);
+  // Bytes of one (layer, position) K or V row in the cache's element type.
   size_t row_bytes() const;
-  const uint8_t* KRow(int64_t layer, int64_t pos) const;
-  const uint8_t* VRow(int64_t layer, int64_t pos) const;
-  uint8_t* MutableKRow(int64_t layer, int64_t pos);  // prepared positions only
-  uint8_t* MutableVRow(int64_t layer, int64_t pos);
 
  private:
   KvBlockPool* pool_;
@@ -85,7 +77,6 @@ class KvBlockTable {
   int64_t n_positions_ = 0;
   std::vector<int32_t> blocks_;
   std::vector<uint64_t> full_hashes_;   // chained hash of each full, committed block
-  std::vector<const uint8_t*> block_data_;  // Data() of each block, for KvView
 };
 
 }  // namespace llm

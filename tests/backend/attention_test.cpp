@@ -17,7 +17,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
 #include "tests/backend/kernel_test_util.h"

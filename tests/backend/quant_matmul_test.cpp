@@ -18,7 +18,7 @@
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/dtype.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
 #include "tests/backend/kernel_test_util.h"

@@ -1,6 +1,6 @@
 // ThreadPool: every index exactly once, exceptions reach the caller, nested
 // and concurrent calls work, destruction joins the workers.
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>

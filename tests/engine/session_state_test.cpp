@@ -22,6 +22,7 @@
 #include "engine/model_fingerprint.h"
 #include "format/gguf.h"
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_util.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
 
@@ -83,15 +84,15 @@ Saved MakeSaved(KvType type, uint32_t seed, bool has_logits = true) {
   Saved s;
   s.type = type;
   const KvLayout layout = TestLayout();
-  s.pool = std::make_unique<KvBlockPool>(layout, layout.block_bytes() * 64);
+  s.pool = std::make_unique<HostKvPool>(layout, layout.block_bytes() * 64);
   s.table = std::make_unique<KvBlockTable>(s.pool.get(), type, kCtx);
   std::uniform_int_distribution<int> tok(0, kVocab - 1);
   for (int64_t i = 0; i < kPositions; ++i) s.state.tokens.push_back(tok(rng));
   EXPECT_TRUE(s.table->PrepareWrite(0, kPositions).ok());
   for (int64_t l = 0; l < layout.n_layer; ++l) {
     for (int64_t p = 0; p < kPositions; ++p) {
-      uint8_t* k = s.table->MutableKRow(l, p);
-      uint8_t* v = s.table->MutableVRow(l, p);
+      uint8_t* k = KvRow(*s.table, l, false, p);
+      uint8_t* v = KvRow(*s.table, l, true, p);
       for (size_t i = 0; i < s.table->row_bytes(); ++i) {
         k[i] = static_cast<uint8_t>(rng());
         v[i] = static_cast<uint8_t>(rng());
@@ -120,7 +121,7 @@ Saved MakeSaved(KvType type, uint32_t seed, bool has_logits = true) {
   EXPECT_TRUE(ValidateSamplerConfig(s.state.sampler).ok());
 
   s.buffer.assign(SerializedSessionSize(s.state, layout), 0xAA);
-  SerializeSession(s.state, *s.table, layout, s.buffer.data());
+  EXPECT_TRUE(SerializeSession(s.state, *s.table, layout, s.buffer.data()).ok());
   return s;
 }
 
@@ -176,7 +177,7 @@ TEST_P(SessionStateTest, RoundTripIsBitExact) {
     ASSERT_EQ(s.buffer.size(), want);
 
     // Loaded into another pool, as another session would be.
-    KvBlockPool pool2(layout, layout.block_bytes() * 64);
+    HostKvPool pool2(layout, layout.block_bytes() * 64);
     KvBlockTable fresh(&pool2, GetParam(), kCtx);
     SessionState got;
     absl::Status st = DeserializeSession(s.buffer.data(), s.buffer.size(),
@@ -207,23 +208,27 @@ TEST_P(SessionStateTest, RoundTripIsBitExact) {
     ASSERT_EQ(fresh.row_bytes(), s.table->row_bytes());
     for (int64_t l = 0; l < layout.n_layer; ++l) {
       for (int64_t p = 0; p < kPositions; ++p) {
-        ASSERT_EQ(std::memcmp(fresh.KRow(l, p), s.table->KRow(l, p), fresh.row_bytes()), 0)
+        ASSERT_EQ(std::memcmp(KvRow(fresh, l, false, p), KvRow(*s.table, l, false, p),
+                              fresh.row_bytes()),
+                  0)
             << "K layer " << l << " pos " << p;
-        ASSERT_EQ(std::memcmp(fresh.VRow(l, p), s.table->VRow(l, p), fresh.row_bytes()), 0)
+        ASSERT_EQ(std::memcmp(KvRow(fresh, l, true, p), KvRow(*s.table, l, true, p),
+                              fresh.row_bytes()),
+                  0)
             << "V layer " << l << " pos " << p;
       }
     }
 
     // Saving the loaded session gives the same bytes.
     std::vector<uint8_t> again(SerializedSessionSize(got, layout));
-    SerializeSession(got, fresh, layout, again.data());
+    ASSERT_TRUE(SerializeSession(got, fresh, layout, again.data()).ok());
     EXPECT_EQ(again, s.buffer);
   }
 }
 
 TEST_P(SessionStateTest, EmptySessionRoundTrips) {
   const KvLayout layout = TestLayout();
-  KvBlockPool pool(layout, layout.block_bytes() * 4);
+  HostKvPool pool(layout, layout.block_bytes() * 4);
   KvBlockTable table(&pool, GetParam(), kCtx);
   SessionState state;
   state.model_fingerprint = kFingerprint;
@@ -232,7 +237,7 @@ TEST_P(SessionStateTest, EmptySessionRoundTrips) {
   state.rng_state = {0, 0, 0, 9};
   std::vector<uint8_t> buf(SerializedSessionSize(state, layout));
   ASSERT_EQ(buf.size(), 140u);
-  SerializeSession(state, table, layout, buf.data());
+  ASSERT_TRUE(SerializeSession(state, table, layout, buf.data()).ok());
   KvBlockTable fresh(&pool, GetParam(), kCtx);
   SessionState got = Sentinel();
   absl::Status st =
@@ -334,7 +339,7 @@ TEST_P(SessionStateTest, HeaderMismatchesAreRefused) {
   for (int field = 0; field < 3; ++field) {
     KvLayout other = layout;
     (field == 0 ? other.n_layer : field == 1 ? other.n_head_kv : other.head_dim) += 1;
-    KvBlockPool pool(other, other.block_bytes() * 16);
+    HostKvPool pool(other, other.block_bytes() * 16);
     KvBlockTable fresh(&pool, GetParam(), kCtx);
     SessionState st = Sentinel();
     absl::Status status = DeserializeSession(s.buffer.data(), s.buffer.size(),
@@ -410,7 +415,7 @@ TEST_P(SessionStateTest, PoolTooSmallIsKvFullAndCommitsNothing) {
   const KvLayout layout = TestLayout();
   Saved s = MakeSaved(GetParam(), 71);
   // One block holds 16 (F16) or 8 (F32) positions; 37 need several.
-  KvBlockPool tiny(layout, layout.block_bytes());
+  HostKvPool tiny(layout, layout.block_bytes());
   KvBlockTable fresh(&tiny, GetParam(), kCtx);
   SessionState st = Sentinel();
   absl::Status status = DeserializeSession(s.buffer.data(), s.buffer.size(),

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_util.h"
 
 namespace llm {
 namespace {
@@ -31,19 +32,19 @@ BlockKey Key(uint64_t prefix, KvType type, int32_t first) {
 TEST(KvBlockPool, BlockBytesAndTotal) {
   const KvLayout l = TestLayout();
   EXPECT_EQ(l.block_bytes(), 2u * 3 * 2 * 5 * 2 * 16);
-  KvBlockPool pool(l, 7 * l.block_bytes() + l.block_bytes() - 1);
+  HostKvPool pool(l, 7 * l.block_bytes() + l.block_bytes() - 1);
   const KvPoolStats s = pool.Stats();
   EXPECT_EQ(s.block_bytes, 1920u);
   EXPECT_EQ(s.blocks_total, 7u);
   EXPECT_EQ(s.budget_bytes, 8u * 1920 - 1);
   EXPECT_GT(s.block_overhead_bytes, 0u);
   EXPECT_EQ(s.blocks_allocated, 0u);                      // nothing obtained before first use
-  EXPECT_EQ(KvBlockPool(l, 0).Stats().blocks_total, 1u);  // at least one block
+  EXPECT_EQ(HostKvPool(l, 0).Stats().blocks_total, 1u);  // at least one block
 }
 
 TEST(KvBlockPool, AllocateUntilFullThenReuse) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 5 * l.block_bytes());
+  HostKvPool pool(l, 5 * l.block_bytes());
   std::set<int32_t> ids;
   std::set<uint8_t*> data;
   for (int i = 0; i < 5; ++i) {
@@ -75,7 +76,7 @@ TEST(KvBlockPool, AllocateUntilFullThenReuse) {
 
 TEST(KvBlockPool, RefCountsAndStats) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 10 * l.block_bytes());
+  HostKvPool pool(l, 10 * l.block_bytes());
   const int32_t a = *pool.Allocate();
   const int32_t b = *pool.Allocate();
   const int32_t c = *pool.Allocate();
@@ -109,7 +110,7 @@ TEST(KvBlockPool, RefCountsAndStats) {
 
 TEST(KvBlockPool, StrayCallsAreIgnored) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 2 * l.block_bytes());
+  HostKvPool pool(l, 2 * l.block_bytes());
   pool.Release(-1);
   pool.Release(12345);
   pool.Retain(-3);
@@ -131,7 +132,7 @@ TEST(KvBlockPool, StrayCallsAreIgnored) {
 
 TEST(KvBlockPool, StorageGrowsWithUse) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 150 * l.block_bytes());
+  HostKvPool pool(l, 150 * l.block_bytes());
   EXPECT_EQ(pool.Stats().blocks_allocated, 0u);
   std::vector<int32_t> held;
   held.push_back(*pool.Allocate());
@@ -156,7 +157,7 @@ TEST(KvBlockPool, StorageGrowsWithUse) {
 
 TEST(KvBlockPool, CachedBlocksAreEvictedLeastRecentlyReleasedFirst) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 3 * l.block_bytes());
+  HostKvPool pool(l, 3 * l.block_bytes());
   const int32_t b0 = *pool.Allocate();
   const int32_t b1 = *pool.Allocate();
   const int32_t b2 = *pool.Allocate();
@@ -246,7 +247,7 @@ TEST(KvBlockPool, HashIsChainedOverEveryField) {
 
 TEST(KvBlockPool, LookupMatchesTheWholeKey) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 8 * l.block_bytes());
+  HostKvPool pool(l, 8 * l.block_bytes());
   const int32_t b = *pool.Allocate();
   const BlockKey key = Key(12345, KvType::kF16, 42);
   pool.Register(b, key);
@@ -300,7 +301,7 @@ TEST(KvBlockPool, LookupMatchesTheWholeKey) {
 
 TEST(KvBlockPool, ConcurrentAllocateReleaseLookup) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 40 * l.block_bytes());
+  HostKvPool pool(l, 40 * l.block_bytes());
   constexpr int kThreads = 4;
   std::atomic<int> kv_full{0};
   std::vector<std::thread> threads;

@@ -1,5 +1,6 @@
 // KvBlockTable: rows stored at random positions across blocks read back
-// through KvView and KRow/VRow (F16 and F32), fork + copy-on-write, prefix
+// through ReadBlock and the blocks' bytes (F16 and F32), fork +
+// copy-on-write, prefix
 // registration and adoption, truncation, failure paths.
 #include "kv/block_table.h"
 
@@ -14,6 +15,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_util.h"
 
 namespace llm {
 namespace {
@@ -58,24 +60,28 @@ std::vector<uint8_t> Encoded(const float* row, int64_t n, KvType type) {
 
 void StoreAll(KvBlockTable& t, const Rows& rows, int64_t begin, int64_t end) {
   for (int64_t layer = 0; layer < rows.layout.n_layer; ++layer) {
-    for (int64_t p = begin; p < end; ++p) t.Store(layer, p, rows.K(layer, p), rows.V(layer, p));
+    for (int64_t p = begin; p < end; ++p) StoreKvRow(t, layer, p, rows.K(layer, p), rows.V(layer, p));
   }
 }
 
-// Checks positions [begin, end) of t hold rows (through View and KRow/VRow).
+// Checks positions [begin, end) of t hold rows (through the blocks' bytes
+// and through ReadBlock, as session save reads them).
 void ExpectRows(const KvBlockTable& t, const Rows& rows, int64_t begin, int64_t end) {
-  const int64_t n = rows.layout.row_elems();
-  for (int64_t layer = 0; layer < rows.layout.n_layer; ++layer) {
-    const KvView view = t.View(layer);
+  const KvLayout& l = rows.layout;
+  const int64_t n = l.row_elems();
+  std::vector<uint8_t> block(l.block_bytes());
+  for (int64_t layer = 0; layer < l.n_layer; ++layer) {
     for (int64_t p = begin; p < end; ++p) {
       const std::vector<uint8_t> k = Encoded(rows.K(layer, p), n, t.type());
       const std::vector<uint8_t> v = Encoded(rows.V(layer, p), n, t.type());
-      ASSERT_EQ(std::memcmp(view.k_row(p), k.data(), k.size()), 0)
+      ASSERT_EQ(std::memcmp(KvRow(t, layer, false, p), k.data(), k.size()), 0)
           << "layer " << layer << " pos " << p;
-      ASSERT_EQ(std::memcmp(view.v_row(p), v.data(), v.size()), 0)
+      ASSERT_EQ(std::memcmp(KvRow(t, layer, true, p), v.data(), v.size()), 0)
           << "layer " << layer << " pos " << p;
-      ASSERT_EQ(std::memcmp(t.KRow(layer, p), k.data(), k.size()), 0);
-      ASSERT_EQ(std::memcmp(t.VRow(layer, p), v.data(), v.size()), 0);
+      ASSERT_TRUE(t.ReadBlock(static_cast<size_t>(p / t.block_tokens()), block.data()).ok());
+      const size_t row = static_cast<size_t>(p % t.block_tokens()) * t.row_bytes();
+      ASSERT_EQ(std::memcmp(block.data() + l.k_offset(t.type(), layer) + row, k.data(), k.size()), 0);
+      ASSERT_EQ(std::memcmp(block.data() + l.v_offset(t.type(), layer) + row, v.data(), v.size()), 0);
     }
   }
 }
@@ -99,7 +105,7 @@ class KvBlockTableTypes : public ::testing::TestWithParam<KvType> {};
 TEST_P(KvBlockTableTypes, StoresRandomRowsAtRandomPositions) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   KvBlockTable t(&pool, type, 100);
   EXPECT_EQ(t.block_tokens(), KvLayout::block_tokens(type));
   const int64_t n = 61;  // several blocks, last one partial
@@ -116,33 +122,30 @@ TEST_P(KvBlockTableTypes, StoresRandomRowsAtRandomPositions) {
   std::shuffle(order.begin(), order.end(), std::mt19937(3));
   for (int64_t i : order) {
     const int64_t layer = i / n, p = i % n;
-    t.Store(layer, p, rows.K(layer, p), rows.V(layer, p));
+    StoreKvRow(t, layer, p, rows.K(layer, p), rows.V(layer, p));
   }
   ExpectRows(t, rows, 0, n);
-  const KvView view = t.View(2);
-  EXPECT_EQ(view.block_tokens, t.block_tokens());
-  EXPECT_EQ(view.f16, type == KvType::kF16);
-  EXPECT_EQ(view.n_head_kv, 3);
-  EXPECT_EQ(view.head_dim, 7);
-  EXPECT_EQ(view.row_stride, 21u);
-  EXPECT_EQ(view.k_offset, l.k_offset(type, 2));
-  EXPECT_EQ(view.v_offset, l.v_offset(type, 2));
-  for (size_t b = 0; b < t.blocks().size(); ++b)
-    EXPECT_EQ(view.blocks[b], pool.Data(t.blocks()[b]));
 
   t.Commit(Tokens(n, 1));
   EXPECT_EQ(t.n_positions(), n);
   ExpectRows(t, rows, 0, n);
-  // Mutable rows write where KRow reads.
-  std::memset(t.MutableKRow(1, 40), 0x5a, t.row_bytes());
-  EXPECT_EQ(t.KRow(1, 40)[t.row_bytes() - 1], 0x5a);
+  // WriteBlock replaces a block's bytes; the others keep theirs.
+  std::vector<uint8_t> block(l.block_bytes());
+  const size_t b40 = static_cast<size_t>(40 / t.block_tokens());
+  ASSERT_TRUE(t.ReadBlock(b40, block.data()).ok());
+  std::memset(block.data() + l.k_offset(type, 1) + (40 % t.block_tokens()) * t.row_bytes(), 0x5a,
+              t.row_bytes());
+  ASSERT_TRUE(t.WriteBlock(b40, block.data()).ok());
+  EXPECT_EQ(KvRow(t, 1, false, 40)[t.row_bytes() - 1], 0x5a);
+  ExpectRows(t, rows, 0, 40);
   ExpectRows(t, rows, 41, n);
+  EXPECT_FALSE(t.ReadBlock(t.blocks().size(), block.data()).ok());
 }
 
 TEST_P(KvBlockTableTypes, ForkSharesBlocksAndCopiesOnWrite) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   const int64_t bt = KvLayout::block_tokens(type);
   const int64_t n = 2 * bt + 3;  // two full blocks and a partial one
   const Rows rows(l, 21, n + 5);
@@ -201,7 +204,7 @@ TEST_P(KvBlockTableTypes, ForkSharesBlocksAndCopiesOnWrite) {
 TEST_P(KvBlockTableTypes, CommitRegistersFullBlocksAndWritesUnregister) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   const int64_t bt = KvLayout::block_tokens(type);
   const Rows rows(l, 5, 3 * bt);
   const std::vector<int32_t> tokens = Tokens(3 * bt, 4);
@@ -260,7 +263,7 @@ TEST_P(KvBlockTableTypes, CommitRegistersFullBlocksAndWritesUnregister) {
 TEST_P(KvBlockTableTypes, AdoptCachedPrefixReusesMatchingBlocks) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   const int64_t bt = KvLayout::block_tokens(type);
   const int64_t n = 3 * bt + 5;
   const Rows rows(l, 8, n);
@@ -329,7 +332,7 @@ TEST_P(KvBlockTableTypes, AdoptCachedPrefixReusesMatchingBlocks) {
 TEST_P(KvBlockTableTypes, AdoptDropsPreparedUncommittedBlocks) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   const int64_t bt = KvLayout::block_tokens(type);
   const Rows rows(l, 12, 2 * bt);
   const std::vector<int32_t> history = Tokens(2 * bt, 13);
@@ -347,7 +350,7 @@ TEST_P(KvBlockTableTypes, AdoptDropsPreparedUncommittedBlocks) {
 TEST_P(KvBlockTableTypes, FailedPrepareKeepsPositionsAndData) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 4 * l.block_bytes());
+  HostKvPool pool(l, 4 * l.block_bytes());
   const int64_t bt = KvLayout::block_tokens(type);
   const Rows rows(l, 31, 5 * bt);
   const std::vector<int32_t> tokens = Tokens(5 * bt, 32);
@@ -390,7 +393,7 @@ TEST_P(KvBlockTableTypes, FailedPrepareKeepsPositionsAndData) {
 TEST_P(KvBlockTableTypes, ContextFullAndBadRanges) {
   const KvType type = GetParam();
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 16 * l.block_bytes());
+  HostKvPool pool(l, 16 * l.block_bytes());
   KvBlockTable t(&pool, type, 21);
   EXPECT_EQ(ToLlmStatus(t.PrepareWrite(0, 22)), LLM_ERR_CONTEXT_FULL);
   EXPECT_TRUE(t.blocks().empty());
@@ -403,7 +406,7 @@ TEST_P(KvBlockTableTypes, ContextFullAndBadRanges) {
 
 TEST(KvBlockTable, DestructorReleasesEverything) {
   const KvLayout l = TestLayout();
-  KvBlockPool pool(l, 16 * l.block_bytes());
+  HostKvPool pool(l, 16 * l.block_bytes());
   {
     KvBlockTable t(&pool, KvType::kF16, 100);
     ASSERT_TRUE(t.PrepareWrite(0, 40).ok());
@@ -435,7 +438,7 @@ TEST(KvBlockTable, ConcurrentAdoptAndRewrite) {
   const KvType type = KvType::kF16;
   const int64_t bt = KvLayout::block_tokens(type);
   const int64_t n = 3 * bt;
-  KvBlockPool pool(l, 64 * l.block_bytes());
+  HostKvPool pool(l, 64 * l.block_bytes());
   const Rows rows(l, 41, n);
   const Rows other(l, 42, n);
   const std::vector<int32_t> history = Tokens(n, 43);

@@ -8,7 +8,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {

@@ -13,7 +13,7 @@
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {

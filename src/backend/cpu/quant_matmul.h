@@ -1,5 +1,5 @@
 // Quantized matrix x activation products (decode rows, and prefill rows for
-// the 8-bit-activation types; see model/linear.h) against one GGUF weight
+// the 8-bit-activation types; see backend/cpu/linear.h) against one GGUF weight
 // matrix, with run-time SIMD dispatch.
 #pragma once
 

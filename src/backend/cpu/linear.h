@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "model/weight.h"
+#include "backend/cpu/weight.h"
 
 namespace llm {
 

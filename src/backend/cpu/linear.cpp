@@ -1,4 +1,4 @@
-#include "model/linear.h"
+#include "backend/cpu/linear.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/quant_matmul.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 

@@ -3,7 +3,7 @@
 // the bits of the same row multiplied alone, at every SIMD level, with and
 // without threads. Without the flag the 40-row result is still the same
 // product (within f32 rounding), whichever kernel computes it.
-#include "model/linear.h"
+#include "backend/cpu/linear.h"
 
 #include <cmath>
 #include <cstring>
@@ -12,7 +12,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "core/dtype.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
 #include "tests/backend/kernel_test_util.h"
 

@@ -1,4 +1,4 @@
-#include "core/thread_pool.h"
+#include "backend/cpu/thread_pool.h"
 
 #include <dirent.h>
 #include <sched.h>

@@ -1,0 +1,173 @@
+// The interface between the engine and the hardware (DESIGN.md §1, §4).
+//
+// One Backend per loaded model and device. It owns
+//   - the weights, in the layout its kernels want (the CPU backend keeps
+//     pointers into the GGUF mapping; a GPU backend uploads them);
+//   - the activations of a forward pass, as named 2-D f32 buffers
+//     [rows][width] declared once by the model (ActivationId);
+//   - the bytes of the model's KV block pool (KvStorage, kv/kv_storage.h);
+//   - the operations a transformer forward pass needs over a ragged batch:
+//     many sequences (sessions), each with its own new tokens, positions and
+//     KV blocks, in one pass.
+//
+// The engine (src/model, src/engine, src/kv) includes only this header: no
+// CPU types (thread pools, host pointers into KV, oneDNN) cross it; every
+// operation is described by shapes, ids and block tables.
+//
+// A pass: BeginPass(desc) sizes every declared activation for desc's rows and
+// takes the batch's tokens, positions and block tables (nothing else is
+// allocated after it, so a GPU backend can capture a pass and replay it);
+// then operations in order; then EndPass(), the synchronize point, after
+// which ReadLogits copies sampling rows' logits to the host. Operations of a
+// pass refer only to the pass's rows. All on one thread (the scheduler's).
+//
+// Every method returns a status instead of throwing: a failure mid-pass
+// leaves the KV rows the pass was writing undefined (the engine then keeps
+// only what was committed before) and the backend usable for the next pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/dtype.h"
+#include "kv/kv_layout.h"
+#include "kv/kv_storage.h"
+
+namespace llm {
+
+// A weight prepared by the backend: an index into its weight table plus the
+// matrix shape, so the engine can check shapes without asking.
+struct WeightId {
+  int32_t index = -1;
+  int64_t n_out = 0;  // rows (output features); 1 for a vector
+  int64_t n_in = 0;   // elements per row
+};
+
+// A GGUF tensor as the model binds it: n_out rows of n_in elements of type,
+// row o at data + o * row_bytes (host memory that outlives the backend: the
+// mapping). name is for messages only.
+struct WeightSource {
+  std::string name;
+  DType type = DType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t n_out = 0;
+  int64_t n_in = 0;
+  size_t row_bytes = 0;
+};
+
+// An activation buffer of a pass: [rows][width] f32, where rows is the pass's
+// row count (one per new token) or, for kLogitRows buffers, the number of
+// rows that produce logits.
+struct ActivationId {
+  int32_t index = -1;
+  int64_t width = 0;
+};
+
+enum class ActivationRows { kTokens, kLogitRows };
+
+// One sequence of a pass: rows [row0, row0 + n_rows) hold its new tokens at
+// absolute positions pos0 .. pos0 + n_rows - 1. Its KV blocks (ids in
+// position order) cover positions [0, pos0 + n_rows) and are prepared for
+// writing at the new positions (the block table did copy-on-write).
+// wants_logits: its last row's logits are produced (a logit row).
+struct PassSequence {
+  int64_t row0 = 0;
+  int64_t n_rows = 0;
+  int64_t pos0 = 0;
+  KvType kv_type = KvType::kF16;
+  absl::Span<const int32_t> kv_blocks;
+  bool wants_logits = false;
+};
+
+// A ragged batch. tokens: [n_rows] ids, validated against the vocabulary by
+// the engine. The spans must stay valid until EndPass.
+struct PassDesc {
+  absl::Span<const int32_t> tokens;
+  absl::Span<const PassSequence> sequences;
+};
+
+// Rotary position embedding of a model (positions come from the pass):
+// the first rope_dims dims of each head rotate by
+// theta_i = pos * freq_base^(-2i / rope_dims); neox pairs (i, i + rope_dims/2)
+// instead of (2i, 2i + 1).
+struct RopeSpec {
+  int64_t head_dim = 0;
+  int64_t rope_dims = 0;
+  float freq_base = 10000.0f;
+  bool neox = false;
+};
+
+struct BackendOptions {
+  int n_threads = 1;           // CPU worker threads (CPU backend)
+  bool deterministic = false;  // batch-invariant kernels (docs/BATCHING.md)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // A short name for messages and llm_model_info ("cpu").
+  virtual const char* name() const = 0;
+  // One line for the load log, e.g. "CPU kernels: avx512, 2 threads".
+  virtual std::string Describe() const = 0;
+
+  // ---- weights (at load) ----------------------------------------------------
+  // A matrix the linear products multiply by. Unsupported type ->
+  // LLM_ERR_UNSUPPORTED naming the tensor.
+  virtual absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) = 0;
+  // A vector (norm weight, n_out == 1), kept as f32.
+  virtual absl::StatusOr<WeightId> AddVector(const WeightSource& source) = 0;
+
+  // ---- memory (at load) -----------------------------------------------------
+  // Declares a pass buffer of the given width; sized by each BeginPass.
+  virtual ActivationId DeclareActivation(int64_t width, ActivationRows rows) = 0;
+  // The storage of the model's KV pool, for this layout. Called once.
+  virtual absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) = 0;
+
+  // ---- a pass -----------------------------------------------------------------
+  virtual absl::Status BeginPass(const PassDesc& pass) = 0;
+  virtual absl::Status EndPass() = 0;
+
+  // out[r] = table row tokens[r].                                  out: [rows][n_in]
+  virtual absl::Status Embed(WeightId table, ActivationId out) = 0;
+  // out[r] = in[r] / sqrt(mean(in[r]^2) + eps) * weight; out may be in.
+  virtual absl::Status RmsNorm(ActivationId in, WeightId weight, float eps, ActivationId out) = 0;
+  // x: [rows][n_heads * head_dim], rotated in place at each row's position.
+  virtual absl::Status Rope(ActivationId x, int64_t n_heads, const RopeSpec& rope) = 0;
+  // outs[i] = in · weights[i]ᵀ for up to 4 weights sharing one input (Q/K/V,
+  // gate/up): the backend may quantize the input once and run them together.
+  // in: [rows][n_in], outs[i]: [rows][weights[i].n_out].
+  virtual absl::Status Linear(absl::Span<const WeightId> weights, ActivationId in,
+                              absl::Span<const ActivationId> outs) = 0;
+  // Writes k and v ([rows][n_head_kv * head_dim]) of every row into its
+  // sequence's KV blocks at the row's position, for layer.
+  virtual absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) = 0;
+  // Causal attention of each sequence's new queries over its KV blocks
+  // (positions [0, pos0 + n_rows)) in layer. q, out: [rows][n_head * head_dim].
+  virtual absl::Status Attention(int64_t layer, int64_t n_head, ActivationId q,
+                                 ActivationId out) = 0;
+  // out = silu(gate) * up, elementwise; out may be gate or up.
+  virtual absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) = 0;
+  // x += y.
+  virtual absl::Status Add(ActivationId x, ActivationId y) = 0;
+  // For each logit row (the last row of each sequence that wants logits, in
+  // sequence order): logits[i] = RmsNorm(x[row], norm, eps) · outputᵀ.
+  // x: [rows][n_embd], logits: a kLogitRows buffer [logit rows][n_vocab].
+  virtual absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
+                              ActivationId logits) = 0;
+
+  // After EndPass: copies logit row i of logits ([width] floats) to host.
+  virtual absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) = 0;
+};
+
+// The backend of a device. Only the CPU exists so far.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options);
+
+// Physical cores of the host (a default thread count), at least 1.
+int HostPhysicalCores();
+
+}  // namespace llm

@@ -1,0 +1,395 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <string>
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/cpu_kv_storage.h"
+#include "backend/cpu/dequantize.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/thread_pool.h"
+#include "core/status.h"
+
+namespace llm {
+namespace {
+
+// Runs fn, turning an exception into a status (nothing may escape the
+// scheduler thread).
+template <typename Fn>
+absl::Status Guarded(const char* what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    return StatusFromCurrentException(what);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options) {
+  try {
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options));
+  } catch (...) {
+    return StatusFromCurrentException("creating the CPU backend (its worker threads)");
+  }
+}
+
+int HostPhysicalCores() { return PhysicalCoreCount(); }
+
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : n_threads_(std::max(options.n_threads, 1)),
+      deterministic_(options.deterministic),
+      pool_(std::make_unique<ThreadPool>(n_threads_)) {
+  linear_.pool = pool_.get();
+  linear_.n_threads = n_threads_;
+  linear_.batch_invariant = deterministic_;
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::Describe() const {
+  // Plain std::string operations: an allocation failure here must unwind
+  // (absl's formatting, a prebuilt library, cannot be unwound through).
+  return std::string("CPU kernels: ") + SimdLevelName(ActiveSimdLevel()) + ", " +
+         std::to_string(n_threads_) + " threads";
+}
+
+// ---- weights and memory ---------------------------------------------------
+
+absl::StatusOr<WeightId> CpuBackend::AddMatrix(const WeightSource& source) {
+  WeightRecord r;
+  r.matrix = Weight{source.type, source.data, source.n_out, source.n_in, source.row_bytes};
+  LLM_RETURN_IF_ERROR(Guarded("binding a weight", [&] {
+    weights_.push_back(std::move(r));
+    return absl::OkStatus();
+  }));
+  return WeightId{static_cast<int32_t>(weights_.size() - 1), source.n_out, source.n_in};
+}
+
+absl::StatusOr<WeightId> CpuBackend::AddVector(const WeightSource& source) {
+  WeightRecord r;
+  absl::Status st = Guarded("loading a norm weight", [&] {
+    r.vector.resize(static_cast<size_t>(source.n_in));
+    return DequantizeRow(source.type, source.data, static_cast<size_t>(source.n_in),
+                         r.vector.data());
+  });
+  if (!st.ok()) return st;
+  st = Guarded("loading a norm weight", [&] {
+    weights_.push_back(std::move(r));
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return WeightId{static_cast<int32_t>(weights_.size() - 1), 1, source.n_in};
+}
+
+ActivationId CpuBackend::DeclareActivation(int64_t width, ActivationRows rows) {
+  Activation a;
+  a.width = width;
+  a.rows = rows;
+  activations_.push_back(std::move(a));
+  return ActivationId{static_cast<int32_t>(activations_.size() - 1), width};
+}
+
+absl::StatusOr<std::unique_ptr<KvStorage>> CpuBackend::CreateKvStorage(const KvLayout& layout) {
+  if (kv_storage_ != nullptr) {
+    return Error(LLM_ERR_INTERNAL, "the CPU backend's KV storage was created twice");
+  }
+  try {
+    auto storage = std::make_unique<CpuKvStorage>(std::max<size_t>(layout.block_bytes(), 1));
+    kv_layout_ = layout;
+    kv_storage_ = storage.get();
+    return std::unique_ptr<KvStorage>(std::move(storage));
+  } catch (...) {
+    return StatusFromCurrentException("creating the KV storage");
+  }
+}
+
+float* CpuBackend::Act(ActivationId id, int64_t width, absl::Status* status) {
+  if (id.index < 0 || static_cast<size_t>(id.index) >= activations_.size() ||
+      (width != 0 && activations_[id.index].width != width)) {
+    *status = Errorf(LLM_ERR_INTERNAL, "activation %d (width %d) is not a declared buffer of width %d",
+                     id.index, id.width, width);
+    return nullptr;
+  }
+  return activations_[id.index].data.data();
+}
+
+const CpuBackend::WeightRecord* CpuBackend::FindWeight(WeightId id, absl::Status* status) const {
+  if (id.index < 0 || static_cast<size_t>(id.index) >= weights_.size()) {
+    *status = Errorf(LLM_ERR_INTERNAL, "weight %d was not added to the backend", id.index);
+    return nullptr;
+  }
+  return &weights_[id.index];
+}
+
+// ---- a pass -----------------------------------------------------------------
+
+absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
+  return Guarded("preparing a forward pass", [&]() -> absl::Status {
+    int64_t rows = 0, logit_rows = 0;
+    for (const PassSequence& s : pass.sequences) {
+      if (s.row0 != rows || s.n_rows < 0 || s.pos0 < 0) {
+        return Error(LLM_ERR_INTERNAL, "pass sequences do not tile the pass's rows in order");
+      }
+      rows += s.n_rows;
+      if (s.wants_logits && s.n_rows > 0) ++logit_rows;
+    }
+    if (rows != static_cast<int64_t>(pass.tokens.size())) {
+      return Errorf(LLM_ERR_INTERNAL, "pass has %d tokens but its sequences cover %d rows",
+                    pass.tokens.size(), rows);
+    }
+    pass_ = pass;
+    n_rows_ = rows;
+    n_logit_rows_ = logit_rows;
+    // Every buffer of the pass is sized here, before its first operation.
+    for (Activation& a : activations_) {
+      const size_t need = static_cast<size_t>(ActRows(a) * a.width);
+      if (a.data.size() < need) a.data.resize(need);
+    }
+    positions_.resize(static_cast<size_t>(rows));
+    kv_bases_.resize(pass.sequences.size());
+    for (size_t i = 0; i < pass.sequences.size(); ++i) {
+      const PassSequence& s = pass.sequences[i];
+      for (int64_t t = 0; t < s.n_rows; ++t) positions_[s.row0 + t] = s.pos0 + t;
+      if (s.n_rows == 0) continue;
+      if (kv_storage_ == nullptr) return Error(LLM_ERR_INTERNAL, "a pass ran before KV storage");
+      const int64_t block_tokens = KvLayout::block_tokens(s.kv_type);
+      if (static_cast<int64_t>(s.kv_blocks.size()) * block_tokens < s.pos0 + s.n_rows) {
+        return Errorf(LLM_ERR_INTERNAL, "sequence %d: %d KV blocks cannot hold %d positions", i,
+                      s.kv_blocks.size(), s.pos0 + s.n_rows);
+      }
+      LLM_RETURN_IF_ERROR(kv_storage_->Bases(s.kv_blocks, kv_bases_[i]));
+    }
+    rope_ready_ = false;
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::EndPass() {
+  // CPU operations complete when they return: nothing to wait for.
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Embed(WeightId table, ActivationId out) {
+  absl::Status st;
+  const WeightRecord* w = FindWeight(table, &st);
+  float* x = w != nullptr ? Act(out, w->matrix.n_in, &st) : nullptr;
+  if (x == nullptr) return st;
+  const Weight& m = w->matrix;
+  for (int64_t r = 0; r < n_rows_; ++r) {
+    // x[r] = token_embd[token r]   x: [n_rows][n_embd]
+    LLM_RETURN_IF_ERROR(DequantizeRow(m.type, m.data + pass_.tokens[r] * m.row_bytes,
+                                      static_cast<size_t>(m.n_in), x + r * m.n_in));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::RmsNorm(ActivationId in, WeightId weight, float eps, ActivationId out) {
+  absl::Status st;
+  const WeightRecord* w = FindWeight(weight, &st);
+  if (w == nullptr) return st;
+  const int64_t n = static_cast<int64_t>(w->vector.size());  // 0 for a matrix: refused below
+  const float* x = n > 0 ? Act(in, n, &st) : nullptr;
+  float* y = x != nullptr ? Act(out, n, &st) : nullptr;
+  if (y == nullptr) return st.ok() ? Error(LLM_ERR_INTERNAL, "RmsNorm weight is not a vector") : st;
+  for (int64_t r = 0; r < n_rows_; ++r) {
+    llm::RmsNorm(x + r * n, w->vector.data(), n, eps, y + r * n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Rope(ActivationId x_id, int64_t n_heads, const RopeSpec& rope) {
+  absl::Status st;
+  float* x = Act(x_id, n_heads * rope.head_dim, &st);
+  if (x == nullptr) return st;
+  const int64_t n_pairs = RopePairs(rope.head_dim, rope.rope_dims);
+  const bool same_spec = rope.head_dim == rope_spec_.head_dim &&
+                         rope.rope_dims == rope_spec_.rope_dims &&
+                         rope.freq_base == rope_spec_.freq_base;
+  if (!rope_ready_ || !same_spec) {
+    // The angles of each row's position, shared by every layer's Q and K:
+    // rope_cos_ / rope_sin_ [n_rows][n_pairs].
+    LLM_RETURN_IF_ERROR(Guarded("RoPE angles", [&] {
+      rope_cos_.resize(static_cast<size_t>(n_rows_ * n_pairs));
+      rope_sin_.resize(static_cast<size_t>(n_rows_ * n_pairs));
+      return absl::OkStatus();
+    }));
+    for (int64_t r = 0; r < n_rows_; ++r) {
+      RopeAngles(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base,
+                 rope_cos_.data() + r * n_pairs, rope_sin_.data() + r * n_pairs);
+    }
+    rope_spec_ = rope;
+    rope_ready_ = true;
+  }
+  const int64_t width = n_heads * rope.head_dim;
+  for (int64_t r = 0; r < n_rows_; ++r) {
+    RopeApply(x + r * width, n_heads, rope.head_dim, rope.rope_dims, rope_cos_.data() + r * n_pairs,
+              rope_sin_.data() + r * n_pairs, rope.neox);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Linear(absl::Span<const WeightId> weights, ActivationId in,
+                                absl::Span<const ActivationId> outs) {
+  constexpr size_t kMaxShared = 4;
+  if (weights.empty() || weights.size() > kMaxShared || weights.size() != outs.size()) {
+    return Errorf(LLM_ERR_INTERNAL, "Linear of %d weights into %d outputs", weights.size(),
+                  outs.size());
+  }
+  absl::Status st;
+  const Weight* ws[kMaxShared];
+  float* ys[kMaxShared];
+  const float* x = nullptr;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightRecord* w = FindWeight(weights[i], &st);
+    if (w == nullptr) return st;
+    ws[i] = &w->matrix;
+    ys[i] = Act(outs[i], w->matrix.n_out, &st);
+    if (i == 0) x = Act(in, w->matrix.n_in, &st);
+    if (ys[i] == nullptr || x == nullptr || w->matrix.n_in != ws[0]->n_in) {
+      return st.ok() ? Error(LLM_ERR_INTERNAL, "Linear weights with different inputs") : st;
+    }
+  }
+  return Guarded("a linear product", [&] {
+    if (weights.size() == 1) return llm::Linear(*ws[0], x, n_rows_, ys[0], linear_);
+    return LinearShared(ws, ys, static_cast<int>(weights.size()), x, n_rows_, linear_);
+  });
+}
+
+absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId v_id) {
+  const int64_t n = kv_layout_.row_elems();
+  absl::Status st;
+  const float* k = Act(k_id, n, &st);
+  const float* v = k != nullptr ? Act(v_id, n, &st) : nullptr;
+  if (v == nullptr) return st;
+  if (layer < 0 || layer >= kv_layout_.n_layer) {
+    return Errorf(LLM_ERR_INTERNAL, "KV store into layer %d of %d", layer, kv_layout_.n_layer);
+  }
+  for (size_t i = 0; i < pass_.sequences.size(); ++i) {
+    const PassSequence& s = pass_.sequences[i];
+    const int64_t block_tokens = KvLayout::block_tokens(s.kv_type);
+    const size_t row_bytes = static_cast<size_t>(n) * KvLayout::elem_bytes(s.kv_type);
+    const size_t k_off = kv_layout_.k_offset(s.kv_type, layer);
+    const size_t v_off = kv_layout_.v_offset(s.kv_type, layer);
+    for (int64_t t = 0; t < s.n_rows; ++t) {
+      const int64_t pos = s.pos0 + t;
+      // The block table made these blocks ours alone (copy-on-write), so
+      // their storage is writable.
+      auto* base = const_cast<uint8_t*>(kv_bases_[i][pos / block_tokens]);
+      uint8_t* k_dst = base + k_off + static_cast<size_t>(pos % block_tokens) * row_bytes;
+      uint8_t* v_dst = base + v_off + static_cast<size_t>(pos % block_tokens) * row_bytes;
+      const float* k_row = k + (s.row0 + t) * n;
+      const float* v_row = v + (s.row0 + t) * n;
+      if (s.kv_type == KvType::kF16) {
+        // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
+        F32ToF16Row(k_row, n, reinterpret_cast<uint16_t*>(k_dst));
+        F32ToF16Row(v_row, n, reinterpret_cast<uint16_t*>(v_dst));
+      } else {
+        std::memcpy(k_dst, k_row, static_cast<size_t>(n) * sizeof(float));
+        std::memcpy(v_dst, v_row, static_cast<size_t>(n) * sizeof(float));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q_id,
+                                   ActivationId out_id) {
+  const int64_t width = n_head * kv_layout_.head_dim;
+  absl::Status st;
+  const float* q = Act(q_id, width, &st);
+  float* out = q != nullptr ? Act(out_id, width, &st) : nullptr;
+  if (out == nullptr) return st;
+  return Guarded("attention", [&] {
+    attention_jobs_.clear();
+    for (size_t i = 0; i < pass_.sequences.size(); ++i) {
+      const PassSequence& s = pass_.sequences[i];
+      if (s.n_rows == 0) continue;
+      AttentionJob job;
+      job.q = q + s.row0 * width;
+      job.n_q = s.n_rows;
+      job.pos0 = s.pos0;
+      job.kv.blocks = kv_bases_[i].data();
+      job.kv.block_tokens = KvLayout::block_tokens(s.kv_type);
+      job.kv.k_offset = kv_layout_.k_offset(s.kv_type, layer);
+      job.kv.v_offset = kv_layout_.v_offset(s.kv_type, layer);
+      job.kv.f16 = s.kv_type == KvType::kF16;
+      job.kv.n_head_kv = kv_layout_.n_head_kv;
+      job.kv.head_dim = kv_layout_.head_dim;
+      job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
+      job.out = out + s.row0 * width;
+      attention_jobs_.push_back(job);
+    }
+    // One parallel loop for every sequence's heads: a pass of 16 one-token
+    // steps would otherwise pay 16 pool round trips per layer.
+    return AttentionBatch(attention_jobs_, n_head, pool_.get(), deterministic_);
+  });
+}
+
+absl::Status CpuBackend::SwiGlu(ActivationId gate_id, ActivationId up_id, ActivationId out_id) {
+  absl::Status st;
+  const float* gate = Act(gate_id, gate_id.width, &st);
+  const float* up = gate != nullptr ? Act(up_id, gate_id.width, &st) : nullptr;
+  float* out = up != nullptr ? Act(out_id, gate_id.width, &st) : nullptr;
+  if (out == nullptr) return st;
+  llm::SwiGlu(gate, up, n_rows_ * gate_id.width, out);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Add(ActivationId x_id, ActivationId y_id) {
+  absl::Status st;
+  float* x = Act(x_id, x_id.width, &st);
+  const float* y = x != nullptr ? Act(y_id, x_id.width, &st) : nullptr;
+  if (y == nullptr) return st;
+  for (int64_t i = 0; i < n_rows_ * x_id.width; ++i) x[i] += y[i];
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Logits(ActivationId x_id, WeightId norm_id, float eps, WeightId output_id,
+                                ActivationId logits_id) {
+  absl::Status st;
+  const WeightRecord* norm = FindWeight(norm_id, &st);
+  const WeightRecord* output = norm != nullptr ? FindWeight(output_id, &st) : nullptr;
+  if (output == nullptr) return st;
+  const int64_t d = output->matrix.n_in, n_vocab = output->matrix.n_out;
+  const float* x = Act(x_id, d, &st);
+  float* logits = x != nullptr ? Act(logits_id, n_vocab, &st) : nullptr;
+  if (logits == nullptr) return st;
+  if (static_cast<int64_t>(norm->vector.size()) != d) {
+    return Error(LLM_ERR_INTERNAL, "output norm and output weight disagree on n_embd");
+  }
+  return Guarded("the logits", [&] {
+    // Norm the last row of each sequence that wants logits:
+    // logit_rows_ [logit rows][d].
+    logit_rows_.resize(static_cast<size_t>(n_logit_rows_ * d));
+    int64_t n = 0;
+    for (const PassSequence& s : pass_.sequences) {
+      if (!s.wants_logits || s.n_rows == 0) continue;
+      llm::RmsNorm(x + (s.row0 + s.n_rows - 1) * d, norm->vector.data(), d, eps,
+                   logit_rows_.data() + n * d);
+      ++n;
+    }
+    for (int64_t first = 0; first < n; first += kGemvMaxRows) {
+      // Up to kGemvMaxRows rows at a time keeps the logits on the
+      // row-invariant kernel.
+      const int64_t rows = std::min<int64_t>(kGemvMaxRows, n - first);
+      LLM_RETURN_IF_ERROR(llm::Linear(output->matrix, logit_rows_.data() + first * d, rows,
+                                      logits + first * n_vocab, linear_));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::ReadLogits(ActivationId logits_id, int64_t i, float* host) {
+  absl::Status st;
+  const float* logits = Act(logits_id, logits_id.width, &st);
+  if (logits == nullptr) return st;
+  if (i < 0 || i >= n_logit_rows_) {
+    return Errorf(LLM_ERR_INTERNAL, "logit row %d of %d read", i, n_logit_rows_);
+  }
+  std::memcpy(host, logits + i * logits_id.width, static_cast<size_t>(logits_id.width) * 4);
+  return absl::OkStatus();
+}
+
+}  // namespace llm

@@ -1,0 +1,94 @@
+// The CPU backend (backend/backend.h): weights stay in the GGUF mapping,
+// activations are host vectors, KV blocks live in CpuKvStorage, and the
+// operations are the kernels of this folder -- linear.h's kernel choice
+// (quantized dot products / oneDNN), attention.h, ops.h -- run on the
+// backend's thread pool. Each operation is the code the forward pass called
+// directly before the backend interface existed, in the same order, so the
+// logits are bit-identical to it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/linear.h"
+#include "backend/cpu/weight.h"
+
+namespace llm {
+
+class CpuKvStorage;
+class ThreadPool;
+
+class CpuBackend : public Backend {
+ public:
+  // Starts n_threads - 1 worker threads (throws std::bad_alloc if it cannot).
+  explicit CpuBackend(const BackendOptions& options);
+  ~CpuBackend() override;
+
+  const char* name() const override { return "cpu"; }
+  std::string Describe() const override;
+
+  absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) override;
+  absl::StatusOr<WeightId> AddVector(const WeightSource& source) override;
+  ActivationId DeclareActivation(int64_t width, ActivationRows rows) override;
+  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) override;
+
+  absl::Status BeginPass(const PassDesc& pass) override;
+  absl::Status EndPass() override;
+  absl::Status Embed(WeightId table, ActivationId out) override;
+  absl::Status RmsNorm(ActivationId in, WeightId weight, float eps, ActivationId out) override;
+  absl::Status Rope(ActivationId x, int64_t n_heads, const RopeSpec& rope) override;
+  absl::Status Linear(absl::Span<const WeightId> weights, ActivationId in,
+                      absl::Span<const ActivationId> outs) override;
+  absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) override;
+  absl::Status Attention(int64_t layer, int64_t n_head, ActivationId q, ActivationId out) override;
+  absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) override;
+  absl::Status Add(ActivationId x, ActivationId y) override;
+  absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
+                      ActivationId logits) override;
+  absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) override;
+
+ private:
+  struct WeightRecord {
+    Weight matrix;              // a matrix: points into the mapping
+    std::vector<float> vector;  // a vector: dequantized to f32
+  };
+  struct Activation {
+    int64_t width = 0;
+    ActivationRows rows = ActivationRows::kTokens;
+    std::vector<float> data;  // [rows][width], grown by BeginPass
+  };
+
+  // nullptr (with *status set) when id is not a declared activation of width
+  // `width` (0: any width).
+  float* Act(ActivationId id, int64_t width, absl::Status* status);
+  const WeightRecord* FindWeight(WeightId id, absl::Status* status) const;
+  int64_t ActRows(const Activation& a) const {
+    return a.rows == ActivationRows::kTokens ? n_rows_ : n_logit_rows_;
+  }
+
+  int n_threads_;
+  bool deterministic_;
+  std::unique_ptr<ThreadPool> pool_;
+  LinearContext linear_;
+  std::vector<WeightRecord> weights_;
+  std::vector<Activation> activations_;
+  KvLayout kv_layout_;
+  CpuKvStorage* kv_storage_ = nullptr;  // owned by the model's KV pool
+
+  // The pass in progress (BeginPass .. EndPass).
+  PassDesc pass_;
+  int64_t n_rows_ = 0;
+  int64_t n_logit_rows_ = 0;
+  std::vector<int64_t> positions_;                      // [n_rows] absolute positions
+  std::vector<std::vector<const uint8_t*>> kv_bases_;  // per sequence: block addresses
+  bool rope_ready_ = false;                             // rope_cos_/sin_ hold rope_spec_'s angles
+  RopeSpec rope_spec_;
+  std::vector<float> rope_cos_, rope_sin_;  // [n_rows][RopePairs]
+  std::vector<AttentionJob> attention_jobs_;
+  std::vector<float> logit_rows_;  // [logit rows][n_embd]: normed last rows
+};
+
+}  // namespace llm
