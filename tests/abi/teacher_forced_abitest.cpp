@@ -20,6 +20,14 @@
 // KL(reference || libllm) of the next-token distributions, and the spread
 // (standard deviation) of the reference logits, to judge the tolerances by.
 //
+// Mutation testing (to show that the checks bite; never set in CI):
+// LLM_TEACHER_MUTATION perturbs libllm's logits before they are compared:
+//   offset=X  adds X to every logit;   noise=X  adds uniform noise in [-X, X];
+//   scale=X   multiplies every logit by (1 + X);
+//   swap=A,B  swaps the logits of token ids A and B at every position.
+// LLM_TEACHER_GOLDEN=<name> replaces the golden of every case (e.g. the
+// F32-KV golden for the F16-KV run: the wrong reference).
+//
 // Golden format: see the docstring of tools/gen_teacher_goldens.py.
 // Reading the .gz uses zlib when the build defines LLM_HAVE_ZLIB (and links
 // ZLIB::ZLIB), else `gzip -dc` through popen.
@@ -240,6 +248,47 @@ void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 constexpr double kTinyMeanRelStd = 0.05;
 constexpr double kTinyMaxRelStd = 0.5;
 
+// The LLM_TEACHER_MUTATION perturbation (see the header comment).
+struct Mutation {
+  enum Kind { kNone, kOffset, kNoise, kScale, kSwap } kind = kNone;
+  double x = 0.0;
+  size_t a = 0, b = 0;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+
+  static Mutation FromEnv() {
+    Mutation m;
+    const std::string s = llm_abi_test::EnvOr("LLM_TEACHER_MUTATION", "");
+    const size_t eq = s.find('=');
+    if (s.empty() || eq == std::string::npos) return m;
+    const std::string kind = s.substr(0, eq), arg = s.substr(eq + 1);
+    if (kind == "offset") m.kind = kOffset;
+    if (kind == "noise") m.kind = kNoise;
+    if (kind == "scale") m.kind = kScale;
+    if (kind == "swap") {
+      m.kind = kSwap;
+      m.a = std::stoul(arg);
+      m.b = std::stoul(arg.substr(arg.find(',') + 1));
+    } else if (m.kind != kNone) {
+      m.x = std::stod(arg);
+    }
+    if (m.kind != kNone) std::printf("MUTATION %s (the checks should fail)\n", s.c_str());
+    return m;
+  }
+  // Applies the perturbation to a copy of one logits vector.
+  void Apply(std::vector<float> *v) {
+    for (float &f : *v) {
+      if (kind == kOffset) f += static_cast<float>(x);
+      if (kind == kScale) f *= static_cast<float>(1.0 + x);
+      if (kind == kNoise) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = static_cast<double>(state >> 11) / 9007199254740992.0;  // [0, 1)
+        f += static_cast<float>((2.0 * u - 1.0) * x);
+      }
+    }
+    if (kind == kSwap && a < v->size() && b < v->size()) std::swap((*v)[a], (*v)[b]);
+  }
+};
+
 std::string ModelPathFor(const Case &c) {
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
@@ -250,8 +299,9 @@ class TeacherForcedTest : public ::testing::TestWithParam<Case> {};
 TEST_P(TeacherForcedTest, LogitsMatchReference) {
   const Case &c = GetParam();
   const std::string model_path = ModelPathFor(c);
-  const std::string golden_path =
-      llm_abi_test::TestDataPath(std::string("golden/") + c.golden + ".teacher.bin.gz");
+  const std::string golden_path = llm_abi_test::TestDataPath(
+      "golden/" + llm_abi_test::EnvOr("LLM_TEACHER_GOLDEN", c.golden) + ".teacher.bin.gz");
+  Mutation mutation = Mutation::FromEnv();
   LLM_ABI_REQUIRE_FILE(model_path);
   LLM_ABI_REQUIRE_FILE(golden_path);
 
@@ -290,6 +340,7 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   double sum_centered = 0.0, max_centered = 0.0, sum_kl = 0.0, max_kl = 0.0;
   double ref_sum = 0.0, ref_sum_sq = 0.0;
   std::vector<double> ref(n_vocab);
+  std::vector<float> mutated;
 
   for (size_t pi = 0; pi < g.prompts.size(); ++pi) {
     const GoldenPrompt &p = g.prompts[pi];
@@ -308,6 +359,11 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
       ASSERT_EQ(llm_session_logits(session.get(), &logits, &nv), LLM_OK) << llm_last_error();
       ASSERT_NE(logits, nullptr);
       ASSERT_EQ(nv, n_vocab);
+      if (mutation.kind != Mutation::kNone) {
+        mutated.assign(logits, logits + nv);
+        mutation.Apply(&mutated);
+        logits = mutated.data();
+      }
 
       const int16_t *q = p.logits.data() + j * n_vocab;
       for (size_t v = 0; v < n_vocab; ++v) ref[v] = q[v] * scale;
