@@ -360,11 +360,11 @@ TEST(OomSweep, FailedSubmitLeavesNoStepPending) {
   llm_model_free(model);
 }
 
-// A cancel with nothing in progress is a no-op: it does not cancel a later
-// step (the flag is cleared when the next call starts). (Written while
-// chasing what turned out to be a stale object in a sanitizer build that
-// raced with a header edit; kept as a regression test.)
-TEST(OomSweep, NoOpCancelDoesNotCancelALaterStep) {
+// A cancel with nothing in progress is latched: it fails the next step call
+// only (reset clears it), never a later one. (Written while chasing what
+// turned out to be a stale object in a sanitizer build that raced with a
+// header edit; kept as a regression test.)
+TEST(OomSweep, LatchedCancelFailsOnlyTheNextStep) {
   ASSERT_TRUE(Exists(TinyPath())) << TinyPath();
   for (int round = 0; round < 20 && !::testing::Test::HasFailure(); ++round) {
     llm_model_params mp;
@@ -387,12 +387,14 @@ TEST(OomSweep, NoOpCancelDoesNotCancelALaterStep) {
     } else {
       ASSERT_EQ(llm_session_decode(s, &out), LLM_OK) << llm_last_error();
     }
-    ASSERT_EQ(llm_session_cancel(s), LLM_OK);  // nothing in progress: no-op
+    ASSERT_EQ(llm_session_cancel(s), LLM_OK);  // nothing in progress: latched
     llm_session_stats ss;
     llm_session_stats_init(&ss);
     ASSERT_EQ(llm_session_get_stats(s, &ss), LLM_OK);
     if (round % 4 < 2) {
       ASSERT_EQ(llm_session_reset(s), LLM_OK) << llm_last_error();
+    } else {
+      EXPECT_EQ(llm_session_prefill(s, prompt, 4), LLM_ERR_CANCELLED) << "round " << round;
     }
     EXPECT_EQ(llm_session_prefill(s, prompt, 4), LLM_OK) << "round " << round << ": "
                                                           << llm_last_error();
