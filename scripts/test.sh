@@ -4,7 +4,7 @@
 #
 # Stages and their budget on 2 cores (CI allows 90 minutes; we aim for < 60):
 #   1. setup + model fetch                      ~ 2 min
-#   2. main: Release build + full test suite    ~ 8 min
+#   2. main: repository size check, Release build + full test suite  ~ 8 min
 #   3. asan: ASan/UBSan/LSan build + suite      ~ 14 min (the two real-model
 #      teacher-forced tests are left out there: 11 min under ASan; the same
 #      forward pass runs under ASan in GenerateTest, BatchTest, OOM sweep)
@@ -30,6 +30,7 @@ stage() {  # stage NAME COMMAND...: run one timed stage
 check_deps() { python3 scripts/check_build_deps.py "$@"; }
 
 run_main() {
+  ./scripts/check_repo_size.sh  # tracked files <= 32 MiB (docs/GOLDENS.md)
   ./scripts/build.sh
   check_deps "${BUILD_DIR:-build}"
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"

@@ -7,7 +7,8 @@ mean |logit| (llama.cpp's own F16-KV vs F32-KV runs differ by ~0.15). This
 script tells whether a difference is an error or rounding noise, and which
 rounding points matter, by computing for the teacher-forced goldens'
 prompts (tests/data/golden/<name>.teacher.bin.gz, see
-tools/gen_teacher_goldens.py for the format):
+tools/gen_teacher_goldens.py for the format; with a compact golden the
+comparisons against llama.cpp cover its stored entries only, unweighted):
 
   exact  a float64 forward pass on the dequantized weights (no rounding
          besides the weights' own quantization): the "true" logits.
@@ -64,12 +65,18 @@ except ImportError:  # pragma: no cover
 
 
 def read_golden(path):
-    """Returns (n_vocab, n_cont, [(prompt_ids, cont_ids, logits[n_cont][n_vocab])])."""
+    """Returns (n_vocab, n_cont, [(prompt_ids, cont_ids, logits[n_cont][n_vocab])]).
+
+    A compact (version 2) golden stores only some entries per position: the
+    others are NaN, and the statistics below skip them."""
     d = gzip.open(path).read()
     if d[:8] != b"LLMTFGLD":
         sys.exit(f"{path}: not a teacher-forced golden")
-    _ver, nv, n_prompts, nc, inv, _layout = struct.unpack_from("<6I", d, 8)
+    ver, nv, n_prompts, nc, inv, _layout = struct.unpack_from("<6I", d, 8)
     o = 32
+    if ver == 2:
+        n_top, n_sample = struct.unpack_from("<2I", d, o)
+        o += 8
     out = []
     for _ in range(n_prompts):
         (n,) = struct.unpack_from("<I", d, o)
@@ -80,6 +87,19 @@ def read_golden(path):
         o += 4 * nc
         rows = []
         for _ in range(nc):
+            if ver == 2:
+                n = n_top + n_sample
+                o += 4  # log_sum_exp
+                ib = np.frombuffer(d, np.uint8, 4 * n, o).reshape(4, n).astype(np.uint32)
+                o += 4 * n
+                idx = ib[0] | ib[1] << 8 | ib[2] << 16 | ib[3] << 24
+                lo = np.frombuffer(d, np.uint8, n, o)
+                hi = np.frombuffer(d, np.uint8, n, o + n)
+                o += 2 * n
+                row = np.full(nv, np.nan)
+                row[idx] = (lo.astype(np.uint16) | (hi.astype(np.uint16) << 8)).view(np.int16) / inv
+                rows.append(row)
+                continue
             lo = np.frombuffer(d, np.uint8, nv, o)
             hi = np.frombuffer(d, np.uint8, nv, o + nv)
             o += 2 * nv
@@ -301,14 +321,14 @@ def main():
     acc = {}
 
     def add(key, a, b):
-        d = a - b
-        dc = d - d.mean(1, keepdims=True)
+        d = a - b  # NaN where a compact golden has no value
+        dc = d - np.nanmean(d, 1, keepdims=True)
         A = acc.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0])
-        A[0] += np.abs(d).sum()
-        A[1] = max(A[1], np.abs(d).max())
-        A[2] += np.abs(dc).sum()
-        A[3] = max(A[3], np.abs(dc).max())
-        A[4] += d.size
+        A[0] += np.nansum(np.abs(d))
+        A[1] = max(A[1], np.nanmax(np.abs(d)))
+        A[2] += np.nansum(np.abs(dc))
+        A[3] = max(A[3], np.nanmax(np.abs(dc)))
+        A[4] += np.count_nonzero(~np.isnan(d))
 
     for pi in (int(x) for x in args.prompts.split(",")):
         ids, cont, ref = recs[pi]

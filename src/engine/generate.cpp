@@ -14,13 +14,8 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace
-
-absl::StatusOr<GenerateResult> Generate(Session& session, absl::Span<const int32_t> prompt,
-                                        const GenerateOptions& options) {
-  if (options.max_tokens <= 0) {
-    return Errorf(LLM_ERR_INVALID_ARGUMENT, "max_tokens = %d must be > 0", options.max_tokens);
-  }
+absl::StatusOr<GenerateResult> GenerateSteps(Session& session, absl::Span<const int32_t> prompt,
+                                             const GenerateOptions& options) {
   GenerateResult result;
   result.n_prompt_tokens = static_cast<int>(prompt.size());
   auto start = std::chrono::steady_clock::now();
@@ -73,6 +68,28 @@ absl::StatusOr<GenerateResult> Generate(Session& session, absl::Span<const int32
     if (callback_stop) result.stop_reason = StopReason::kCallback;
   }
   result.decode_ms = MsSince(start);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateResult> Generate(Session& session, absl::Span<const int32_t> prompt,
+                                        const GenerateOptions& options) {
+  if (options.max_tokens <= 0) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT, "max_tokens = %d must be > 0", options.max_tokens);
+  }
+  LLM_RETURN_IF_ERROR(session.CheckNotCancelled());
+  // A generation that fails (a cancel, a full KV pool, ...) leaves the
+  // session as it was before the call, like a single step; pieces already
+  // passed to on_piece are not taken back.
+  Session::Checkpoint checkpoint = session.MakeCheckpoint();
+  absl::StatusOr<GenerateResult> result = GenerateSteps(session, prompt, options);
+  // A cancel that came after the last step (while detokenizing or in the
+  // callback) still belongs to this call.
+  if (result.ok() && session.TakeCancel()) {
+    result = Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  }
+  if (!result.ok()) session.RollBack(checkpoint);
   return result;
 }
 

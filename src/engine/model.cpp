@@ -56,6 +56,15 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                                                     const ModelLoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
   LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  if (!options.vocab_only && options.kv_budget_bytes > 0 &&
+      options.kv_budget_bytes < model->kv_layout().block_bytes()) {
+    // A pool must hold at least one block; raising the cap silently would
+    // hide the caller's mistake (0 asks for the default).
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "kv_budget_bytes = %d is below one KV block of this model: the minimum is %d "
+                  "bytes (0 = the default budget)",
+                  options.kv_budget_bytes, model->kv_layout().block_bytes());
+  }
   model->default_threads_ = options.n_threads > 0 ? options.n_threads : HostPhysicalCores();
   if (!options.vocab_only) {
     BackendOptions backend_options;

@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/status.h"
 #include "engine/session_state.h"
@@ -82,17 +83,36 @@ absl::Status Session::CheckCanDecode() const {
   return absl::OkStatus();
 }
 
+absl::Status Session::CheckNotCancelled() {
+  if (TakeCancel()) return Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  return absl::OkStatus();
+}
+
+bool Session::TakeCancel() {
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  return std::exchange(cancel_latched_, false);
+}
+
+void Session::MarkCallStart() {
+  history_at_call_ = tokens_.size();
+  logits_valid_at_call_ = has_logits_;
+  rng_at_call_ = rng_;
+  logits_swapped_ = false;
+}
+
 absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
   if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
+  LLM_RETURN_IF_ERROR(CheckNotCancelled());
   LLM_RETURN_IF_ERROR(CheckTokens(tokens));
-  // Prefix caching: whole blocks of history + tokens already in the pool are
-  // attached instead of computed. The last token is always computed, since
-  // its logits are wanted.
-  const int64_t have = static_cast<int64_t>(tokens_.size());
   // Allocate first: from the adoption on, nothing below may fail half way
   // (the scheduler thread, too, appends to the history without allocating).
   tokens_.reserve(tokens_.size() + tokens.size());
   step_tokens_.reserve(tokens.size());
+  MarkCallStart();
+  // Prefix caching: whole blocks of history + tokens already in the pool are
+  // attached instead of computed. The last token is always computed, since
+  // its logits are wanted.
+  const int64_t have = static_cast<int64_t>(tokens_.size());
   int64_t adopted = 0;
   if (have % kv_->block_tokens() == 0 &&
       static_cast<int64_t>(tokens.size()) > kv_->block_tokens()) {
@@ -103,73 +123,75 @@ absl::Status Session::SubmitPrefill(absl::Span<const int32_t> tokens) {
     adopted = kv_->AdoptCachedPrefix(all, static_cast<int64_t>(all.size()) - 1) - have;
     if (adopted > 0) {
       tokens_.insert(tokens_.end(), tokens.begin(), tokens.begin() + adopted);
-      has_logits_ = false;  // the history moved on
       cached_tokens_.fetch_add(static_cast<uint64_t>(adopted), std::memory_order_relaxed);
     }
   }
   step_tokens_.assign(tokens.begin() + adopted, tokens.end());
-  history_at_submit_ = tokens_.size();
-  logits_valid_at_submit_ = has_logits_;
-  rng_at_submit_ = rng_;
   has_logits_ = false;
   return SubmitStep(Pending::kPrefill);
 }
 
 absl::Status Session::SubmitDecode() {
   if (step_pending()) return Error(LLM_ERR_BUSY, "a step is already pending on this session");
+  LLM_RETURN_IF_ERROR(CheckNotCancelled());
   LLM_RETURN_IF_ERROR(CheckCanDecode());
-  rng_at_submit_ = rng_;
+  MarkCallStart();
   try {
     const int32_t token = sampler_->Sample(logits_, tokens_, rng_);
     step_tokens_.assign(1, token);
     tokens_.reserve(tokens_.size() + 1);
   } catch (...) {  // std::bad_alloc: the draw is undone as well
-    rng_ = rng_at_submit_;
+    rng_ = rng_at_call_;
     throw;
   }
-  history_at_submit_ = tokens_.size();
-  logits_valid_at_submit_ = true;
   has_logits_ = false;
   return SubmitStep(Pending::kDecode);
 }
 
 absl::Status Session::SubmitStep(Pending kind) {
   // Until the scheduler holds the step, every way out (an error status or an
-  // exception such as std::bad_alloc) undoes the submit, so the session is
+  // exception such as std::bad_alloc) undoes the call, so the session is
   // never left waiting for a step that does not exist.
   struct UndoUnlessSubmitted {
     Session* s;
     bool submitted = false;
     ~UndoUnlessSubmitted() {
-      if (!submitted) s->UndoSubmit();
+      if (!submitted) s->UndoStep();
     }
   } guard{this};
-  if (cancel_requested_.load(std::memory_order_relaxed)) {
-    return Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
-  }
   LLM_RETURN_IF_ERROR(model_->scheduler().Submit(&client_, step_tokens_));
   guard.submitted = true;
   pending_ = kind;
-  // Cancel() sets the flag before asking the scheduler: if it ran between
-  // the check above and Submit, its scheduler call found nothing to cancel,
-  // and this one does it.
-  if (cancel_requested_.load(std::memory_order_relaxed)) model_->scheduler().Cancel(&client_);
+  // A cancel that came after the call's start found no step to end; end it
+  // now rather than after it ran (Collect would report it either way).
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  if (cancel_latched_) model_->scheduler().Cancel(&client_);
   return absl::OkStatus();
 }
 
-void Session::UndoSubmit() noexcept {
-  has_logits_ = logits_valid_at_submit_;
-  rng_ = rng_at_submit_;
+void Session::UndoStep() noexcept {
+  // Truncate and the shrinking resize release or allocate nothing that can
+  // fail; the swap only exchanges buffers.
+  if (tokens_.size() != history_at_call_) {
+    kv_->Truncate(static_cast<int64_t>(history_at_call_));
+    tokens_.resize(history_at_call_);
+  }
+  if (logits_swapped_) logits_.swap(step_logits_);
+  logits_swapped_ = false;
+  has_logits_ = logits_valid_at_call_;
+  rng_ = rng_at_call_;
 }
 
-absl::Status Session::Collect(const absl::Status& status, int32_t* token) {
+absl::Status Session::Collect(absl::Status status, int32_t* token) {
   const bool decode = pending_ == Pending::kDecode;
   pending_ = Pending::kNone;
-  if (!status.ok() && tokens_.size() == history_at_submit_) {
-    // Nothing of the step ran: undo the submit (the sampled token's RNG
-    // draw included), so a retry behaves as the first attempt would have.
-    UndoSubmit();
-  }
+  rewrite_last_ = false;
+  // A cancel since the call started makes it fail, even when its step
+  // completed: the call returns CANCELLED whatever the step's status.
+  if (TakeCancel()) status = Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
+  // Any failure returns the session to where the call started, so a retry
+  // behaves as the first attempt would have.
+  if (!status.ok()) UndoStep();
   if (token != nullptr) *token = decode && status.ok() ? step_tokens_[0] : -1;
   return status;
 }
@@ -182,7 +204,7 @@ std::optional<absl::Status> Session::Poll(int32_t* token) {
   }
   absl::Status status;
   if (!model_->scheduler().Poll(&client_, &status)) return std::nullopt;
-  return Collect(status, token);
+  return Collect(std::move(status), token);
 }
 
 absl::Status Session::Wait(int32_t* token) {
@@ -207,12 +229,32 @@ absl::StatusOr<int32_t> Session::Decode() {
 }
 
 void Session::Cancel() {
-  cancel_requested_.store(true, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(cancel_mu_);
+  cancel_latched_ = true;
   model_->scheduler().Cancel(&client_);
 }
 
+Session::Checkpoint Session::MakeCheckpoint() const {
+  Checkpoint cp;
+  cp.n_tokens = tokens_.size();
+  cp.has_logits = has_logits_;
+  if (has_logits_) cp.logits = logits_;
+  cp.rng = rng_;
+  return cp;
+}
+
+void Session::RollBack(Checkpoint& cp) noexcept {
+  if (tokens_.size() > cp.n_tokens) {
+    kv_->Truncate(static_cast<int64_t>(cp.n_tokens));
+    tokens_.resize(cp.n_tokens);
+  }
+  if (cp.has_logits) logits_.swap(cp.logits);  // same size: n_vocab
+  has_logits_ = cp.has_logits;
+  rng_ = cp.rng;
+}
+
 absl::Status Session::PrepareChunk(int64_t n) {
-  const int64_t pos = static_cast<int64_t>(tokens_.size());
+  const int64_t pos = static_cast<int64_t>(tokens_.size()) - (rewrite_last_ ? 1 : 0);
   return kv_->PrepareWrite(pos, pos + n);
 }
 
@@ -220,16 +262,19 @@ SequenceStep Session::StepFor(const ScheduledChunk& chunk) {
   SequenceStep step;
   step.kv = kv_.get();
   step.tokens = chunk.tokens;
-  step.pos0 = static_cast<int64_t>(tokens_.size());
+  step.pos0 = static_cast<int64_t>(tokens_.size()) - (rewrite_last_ ? 1 : 0);
   step.logits = chunk.last ? step_logits_.data() : nullptr;
   return step;
 }
 
 void Session::CommitChunk(const ScheduledChunk& chunk) {
-  tokens_.insert(tokens_.end(), chunk.tokens.begin(), chunk.tokens.end());  // reserved
+  if (!rewrite_last_) {
+    tokens_.insert(tokens_.end(), chunk.tokens.begin(), chunk.tokens.end());  // reserved
+  }
   kv_->Commit(tokens_);
   if (chunk.last) {
     logits_.swap(step_logits_);
+    logits_swapped_ = true;
     has_logits_ = true;
   }
 }
@@ -250,27 +295,36 @@ void Session::Reset() {
   tokens_.clear();
   has_logits_ = false;
   rng_ = Rng(seed_);
+  TakeCancel();
 }
 
 absl::Status Session::Rewind(int64_t n) {
+  if (step_pending()) return Error(LLM_ERR_BUSY, "a step is pending on this session");
   const int64_t have = static_cast<int64_t>(tokens_.size());
   if (n < 0 || n > have) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT, "cannot rewind to %d tokens: the session holds %d", n,
                   have);
   }
+  LLM_RETURN_IF_ERROR(CheckNotCancelled());
   if (n == have && (has_logits_ || n == 0)) return absl::OkStatus();
+  // Drop the tokens past n first (this cannot fail, and frees blocks the
+  // recomputation may need), then run token n - 1 again at its own position:
+  // that recomputes the logits of position n - 1 and rewrites its KV with
+  // the same values. If that step fails the session keeps n tokens without
+  // logits -- the state Rewind(n) starts from, so a retry completes it.
+  kv_->Truncate(n);
+  tokens_.resize(static_cast<size_t>(n));
   has_logits_ = false;
-  if (n == 0) {
-    kv_->Truncate(0);
-    tokens_.clear();
-    return absl::OkStatus();
+  if (n == 0) return absl::OkStatus();
+  step_tokens_.assign(1, tokens_.back());
+  MarkCallStart();
+  rewrite_last_ = true;
+  absl::Status status = SubmitStep(Pending::kPrefill);
+  if (!status.ok()) {
+    rewrite_last_ = false;
+    return status;
   }
-  // Drop the last kept token too and run it again: that recomputes the
-  // logits of position n - 1 (its KV is rewritten with the same values).
-  const int32_t last = tokens_[static_cast<size_t>(n - 1)];
-  kv_->Truncate(n - 1);
-  tokens_.resize(static_cast<size_t>(n - 1));
-  return Prefill({&last, 1});
+  return Wait(nullptr);
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {

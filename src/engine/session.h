@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -51,6 +52,10 @@ class Session {
   absl::Span<const float> logits() const { return logits_; }
   const KvBlockTable& kv() const { return *kv_; }
 
+  // Failure atomicity (docs/BATCHING.md): a prefill or decode step that
+  // fails -- any status, a cancel included -- leaves the session exactly as
+  // it was before the call (tokens, KV, logits, RNG).
+
   // ---- blocking steps ----
   // Append tokens and run them (CONTEXT_FULL if they do not fit: nothing
   // changes). Whole blocks of the prompt already in the model's pool are
@@ -69,16 +74,32 @@ class Session {
   std::optional<absl::Status> Poll(int32_t* token);
   absl::Status Wait(int32_t* token);
 
-  // Any thread: the running or queued step ends with LLM_ERR_CANCELLED.
+  // Any thread. Latches a cancel: the step running or queued ends with
+  // LLM_ERR_CANCELLED, the call in progress (or, with none, the next call
+  // that runs the model) returns LLM_ERR_CANCELLED and clears the latch.
   void Cancel();
-  // Called at the start of each public call: a cancel only affects the call
-  // in progress.
-  void ClearCancel() { cancel_requested_.store(false, std::memory_order_relaxed); }
+  // Clears the latch; true if a cancel was latched.
+  bool TakeCancel();
+  // Fails with LLM_ERR_CANCELLED (clearing the latch) if a cancel is latched.
+  absl::Status CheckNotCancelled();
+
+  // The state a failed multi-step call (llm_generate) returns to.
+  struct Checkpoint {
+    size_t n_tokens = 0;
+    bool has_logits = false;
+    std::vector<float> logits;  // empty unless has_logits
+    Rng rng{0};
+  };
+  Checkpoint MakeCheckpoint() const;   // may throw std::bad_alloc
+  void RollBack(Checkpoint& cp) noexcept;
 
   absl::Status SetSampler(const SamplerConfig& config);
   void SetSeed(uint64_t seed);
+  // Also clears a latched cancel.
   void Reset();
-  // Keep the first n tokens; recompute the logits of the last one.
+  // Keep the first n tokens; recompute the logits of the last one. On
+  // failure the session holds the first n tokens without logits, and
+  // Rewind(n) again computes them (a latched cancel: nothing changes).
   absl::Status Rewind(int64_t n);
   // A copy sharing this session's KV blocks (copy-on-write).
   absl::StatusOr<std::unique_ptr<Session>> Fork() const;
@@ -104,9 +125,11 @@ class Session {
   void AttachToScheduler();
   absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
   absl::Status CheckCanDecode() const;
+  // Records the state a failed step returns to (the call's start).
+  void MarkCallStart();
   absl::Status SubmitStep(Pending kind);  // step_tokens_ -> scheduler
-  void UndoSubmit() noexcept;  // back to the state before Submit*()
-  absl::Status Collect(const absl::Status& status, int32_t* token);
+  void UndoStep() noexcept;  // back to the state MarkCallStart recorded
+  absl::Status Collect(absl::Status status, int32_t* token);
 
   // Scheduler thread, while a step of this session is in a pass.
   absl::Status PrepareChunk(int64_t n);
@@ -128,15 +151,25 @@ class Session {
   bool attached_ = false;
   Pending pending_ = Pending::kNone;
   std::vector<int32_t> step_tokens_;  // the submitted step's tokens
-  // A failed step that ran nothing changes nothing: the history length, the
-  // logits' validity and the RNG as they were at submit restore them. The
-  // pass writes a step's logits into step_logits_ (swapped in on success),
-  // so a pass failing half way never leaves mixed logits behind.
-  size_t history_at_submit_ = 0;
-  bool logits_valid_at_submit_ = false;
-  Rng rng_at_submit_{0};
+  // Rewind's step: runs the last history token again at its own position
+  // (recomputing its logits) instead of appending.
+  bool rewrite_last_ = false;
+  // A failed step changes nothing: the history length (before any prefix
+  // adoption), the logits' validity and the RNG as they were when the call
+  // started restore them. The pass writes a step's logits into step_logits_
+  // and swaps them in when the step's last chunk commits, so the previous
+  // logits are still there to swap back (logits_swapped_).
+  size_t history_at_call_ = 0;
+  bool logits_valid_at_call_ = false;
+  Rng rng_at_call_{0};
+  bool logits_swapped_ = false;
   std::vector<float> step_logits_;
-  std::atomic<bool> cancel_requested_{false};
+  // The cancel latch. Cancel sets it and cancels the scheduler step under
+  // cancel_mu_, and a call clears it under cancel_mu_, so each cancel is
+  // seen by exactly one call (never by a step submitted after the latch was
+  // cleared).
+  std::mutex cancel_mu_;
+  bool cancel_latched_ = false;
   std::atomic<uint64_t> cached_tokens_{0};
 };
 
