@@ -14,9 +14,11 @@
  *  - Structs begin with uint32_t struct_size and are filled by llm_x_init(),
  *    a macro that passes sizeof the struct as this header declares it to
  *    llm_x_init_v(). The library reads and writes only struct_size bytes, so
- *    fields are appended in later versions without breaking old callers;
- *    a struct_size larger than the library knows is accepted when the bytes
- *    it does not know are zero (docs/ABI.md, "Struct sizes").
+ *    fields are appended in later versions without breaking old callers.
+ *    A struct_size larger than the library knows (a newer header) is
+ *    accepted: input structs only if the bytes it does not know are zero,
+ *    and getters zero them (docs/ABI.md, "Struct sizes"). FFI bindings,
+ *    which cannot use the macros, call llm_x_init_v with their struct size.
  *  - No bool and no enum-typed fields in structs: int32_t/uint32_t only.
  *  - Buffers the caller provides: pass the capacity, get the needed size back;
  *    too small -> LLM_ERR_BUFFER_TOO_SMALL with the needed size filled in.
