@@ -40,14 +40,19 @@ LLM_API llm_status llm_chat_format_v(const llm_model* model, const char* templat
   const auto* bytes = reinterpret_cast<const unsigned char*>(messages);
   std::vector<llm::ChatMessage> msgs(n_messages);
   for (size_t i = 0; i < n_messages; ++i) {
-    const std::string what = "messages[" + std::to_string(i) + "]";
     const unsigned char* element = bytes + i * message_size;
     llm_chat_message m{};
     std::memcpy(&m, element, std::min(message_size, sizeof m));
-    llm_status s = llm::api::CheckUnknownBytesZero(element, sizeof m, message_size,
-                                                   "llm_chat_message", what.c_str());
-    if (s != LLM_OK) return s;
-    if (m.role == nullptr || m.content == nullptr) {
+    const bool tail_zero =
+        message_size <= sizeof m || std::all_of(element + sizeof m, element + message_size,
+                                                [](unsigned char b) { return b == 0; });
+    if (!tail_zero || m.role == nullptr || m.content == nullptr) {
+      // Only a failure pays for the element's name.
+      const std::string what = "messages[" + std::to_string(i) + "]";
+      if (!tail_zero) {
+        return llm::api::CheckUnknownBytesZero(element, sizeof m, message_size, "llm_chat_message",
+                                               what.c_str());
+      }
       return Fail(LLM_ERR_INVALID_ARGUMENT, what + ": role and content must not be NULL");
     }
     msgs[i] = llm::ChatMessage{m.role, m.content};
