@@ -3,7 +3,9 @@
 #
 #   scripts/test_sanitizers.sh asan   ASan + UBSan + LeakSanitizer: the whole
 #                                     CTest suite (llm_tests, llm_abi_tests,
-#                                     llm_robustness_tests) in build-asan/,
+#                                     llm_robustness_tests, and the
+#                                     llm_abi_compat_* clients of old headers,
+#                                     built with llm_abi_tests) in build-asan/,
 #                                     real-model generation under LSan
 #                                     included (GenerateTest, OomSweep).
 #   scripts/test_sanitizers.sh tsan   TSan: the concurrency tests only, in

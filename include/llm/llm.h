@@ -11,9 +11,14 @@
  *    foreign or wrong-kind handle is refused with LLM_ERR_INVALID_ARGUMENT
  *    without being dereferenced. Ids are never reused within a process.
  *    llm_x_free(NULL) and freeing a stale handle are no-ops.
- *  - Params structs begin with uint32_t struct_size and are filled with
- *    defaults by llm_x_params_init(). The library reads only struct_size bytes,
- *    so fields are appended in later versions without breaking old callers.
+ *  - Structs begin with uint32_t struct_size and are filled by llm_x_init(),
+ *    a macro that passes sizeof the struct as this header declares it to
+ *    llm_x_init_v(). The library reads and writes only struct_size bytes, so
+ *    fields are appended in later versions without breaking old callers.
+ *    A struct_size larger than the library knows (a newer header) is
+ *    accepted: input structs only if the bytes it does not know are zero,
+ *    and getters zero them (docs/ABI.md, "Struct sizes"). FFI bindings,
+ *    which cannot use the macros, call llm_x_init_v with their struct size.
  *  - No bool and no enum-typed fields in structs: int32_t/uint32_t only.
  *  - Buffers the caller provides: pass the capacity, get the needed size back;
  *    too small -> LLM_ERR_BUFFER_TOO_SMALL with the needed size filled in.
@@ -48,7 +53,7 @@
 #include <stdint.h>
 
 #define LLM_VERSION_MAJOR 0
-#define LLM_VERSION_MINOR 2
+#define LLM_VERSION_MINOR 3
 #define LLM_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -88,7 +93,9 @@ LLM_API const char *llm_status_string(llm_status status);
  * stays valid until the next libllm call on this thread. */
 LLM_API const char *llm_last_error(void);
 
-/* "0.1.0". Static string. */
+/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.3.0"): it may be newer
+ * than the LLM_VERSION_* of the header a caller was compiled against. Static
+ * string. */
 LLM_API const char *llm_version(void);
 
 /* ---- logging ------------------------------------------------------------ */
@@ -143,8 +150,18 @@ typedef struct llm_model_params {
                                   (decode steps + prefill chunks); 0 = 256 */
 } llm_model_params;
 
-/* Fill *params with defaults (struct_size set). NULL -> INVALID_ARGUMENT. */
+/* Fill the first struct_size bytes of *params with defaults and set
+ * params->struct_size = struct_size (0.3). struct_size: a size the struct has
+ * had (docs/ABI.md), or a larger one from a newer header (the bytes beyond
+ * this library's struct are zeroed); else INVALID_ARGUMENT. NULL ->
+ * INVALID_ARGUMENT. */
+LLM_API llm_status llm_model_params_init_v(llm_model_params *params, size_t struct_size);
+
+/* llm_model_params_init(p) passes sizeof(llm_model_params) of this header.
+ * The function of that name, for binaries built against 0.1 and 0.2 headers,
+ * writes the 0.1 struct (up to progress_user) and nothing past it. */
 LLM_API llm_status llm_model_params_init(llm_model_params *params);
+#define llm_model_params_init(params) llm_model_params_init_v((params), sizeof(llm_model_params))
 
 /* Load a GGUF model from a file path (UTF-8). The file is memory-mapped for
  * the model's lifetime. params may be NULL (defaults). On success *out_model
@@ -183,10 +200,14 @@ typedef struct llm_model_info {
   char name[128];              /* general.name, truncated, NUL-terminated */
 } llm_model_info;
 
+/* Zero *info and set struct_size (the rules of llm_model_params_init_v). */
+LLM_API llm_status llm_model_info_init_v(llm_model_info *info, size_t struct_size);
 LLM_API llm_status llm_model_info_init(llm_model_info *info);
+#define llm_model_info_init(info) llm_model_info_init_v((info), sizeof(llm_model_info))
 
 /* Fill *info (the caller sets info->struct_size, e.g. with
- * llm_model_info_init). Thread-safe. */
+ * llm_model_info_init). Writes struct_size bytes: fields this library does
+ * not know are zeroed, struct_size is left as it was. Thread-safe. */
 LLM_API llm_status llm_model_get_info(const llm_model *model, llm_model_info *info);
 
 /* The chat template text from the model's metadata, NUL-terminated, copied
@@ -218,7 +239,9 @@ typedef struct llm_kv_stats {
   uint64_t bytes_per_token_f32;  /* 2 x n_layer x n_head_kv x head_dim x 4 */
 } llm_kv_stats;
 
+LLM_API llm_status llm_kv_stats_init_v(llm_kv_stats *stats, size_t struct_size);
 LLM_API llm_status llm_kv_stats_init(llm_kv_stats *stats);
+#define llm_kv_stats_init(stats) llm_kv_stats_init_v((stats), sizeof(llm_kv_stats))
 
 /* Fill *stats (caller sets struct_size, e.g. with llm_kv_stats_init).
  * vocab_only models -> LLM_ERR_UNSUPPORTED. Thread-safe. */
@@ -240,7 +263,9 @@ typedef struct llm_batch_stats {
   uint64_t steps_failed;        /* ended with an error (cancel included) */
 } llm_batch_stats;
 
+LLM_API llm_status llm_batch_stats_init_v(llm_batch_stats *stats, size_t struct_size);
 LLM_API llm_status llm_batch_stats_init(llm_batch_stats *stats);
+#define llm_batch_stats_init(stats) llm_batch_stats_init_v((stats), sizeof(llm_batch_stats))
 
 /* Fill *stats (caller sets struct_size). Thread-safe. */
 LLM_API llm_status llm_model_batch_stats(const llm_model *model, llm_batch_stats *stats);
@@ -270,6 +295,8 @@ LLM_API llm_status llm_detokenize(const llm_model *model, const llm_token *token
                                   size_t *len_out);
 
 /* ---- chat templates ----------------------------------------------------- */
+/* An array element: it has no struct_size; llm_chat_format_v takes the size
+ * of one element instead, so that later versions can append fields. */
 typedef struct llm_chat_message {
   const char *role;    /* "system", "user", "assistant" */
   const char *content; /* UTF-8, NUL-terminated */
@@ -281,10 +308,23 @@ typedef struct llm_chat_message {
  * "gemma". model may be NULL when template_name is given. An unrecognised
  * template -> LLM_ERR_UNSUPPORTED. Output NUL-terminated into buf; *len_out
  * receives the length without NUL. */
+LLM_API llm_status llm_chat_format_v(const llm_model *model, const char *template_name,
+                                     const llm_chat_message *messages, size_t n_messages,
+                                     size_t message_size, int32_t add_generation_prompt, char *buf,
+                                     size_t capacity, size_t *len_out);
+
+/* llm_chat_format(...) passes message_size = sizeof(llm_chat_message) of this
+ * header (0.3). message_size is the stride of the messages array: a size the
+ * element has had, or a larger one whose bytes beyond this library's element
+ * are zero. The function of that name (0.1 binaries) reads 0.1 elements. */
 LLM_API llm_status llm_chat_format(const llm_model *model, const char *template_name,
                                    const llm_chat_message *messages, size_t n_messages,
                                    int32_t add_generation_prompt, char *buf, size_t capacity,
                                    size_t *len_out);
+#define llm_chat_format(model, template_name, messages, n_messages, add_generation_prompt, buf,   \
+                        capacity, len_out)                                                        \
+  llm_chat_format_v((model), (template_name), (messages), (n_messages), sizeof(llm_chat_message), \
+                    (add_generation_prompt), (buf), (capacity), (len_out))
 
 /* ---- sessions ----------------------------------------------------------- */
 #define LLM_KV_F16 0
@@ -302,7 +342,23 @@ typedef struct llm_sampler_params {
   int32_t penalty_last_n;   /* tokens of history the penalties look at (default 64) */
 } llm_sampler_params;
 
+/* Fill with defaults (the rules of llm_model_params_init_v). */
+LLM_API llm_status llm_sampler_params_init_v(llm_sampler_params *params, size_t struct_size);
 LLM_API llm_status llm_sampler_params_init(llm_sampler_params *params);
+#define llm_sampler_params_init(params) \
+  llm_sampler_params_init_v((params), sizeof(llm_sampler_params))
+
+/* llm_sampler_params is embedded by value in llm_session_params, so it is
+ * frozen as it is: sampler settings added after 0.2 are appended here and
+ * reach a session through llm_session_params.sampler_ext (0.3). It has no
+ * settings yet. */
+typedef struct llm_sampler_ext {
+  uint32_t struct_size;
+  uint32_t reserved0; /* must be 0 */
+} llm_sampler_ext;
+
+LLM_API llm_status llm_sampler_ext_init_v(llm_sampler_ext *ext, size_t struct_size);
+#define llm_sampler_ext_init(ext) llm_sampler_ext_init_v((ext), sizeof(llm_sampler_ext))
 
 typedef struct llm_session_params {
   uint32_t struct_size;
@@ -312,10 +368,17 @@ typedef struct llm_session_params {
   int32_t n_threads;        /* ignored since 0.2: sessions' steps are batched
                                and run on the model's n_threads */
   uint64_t seed;            /* sampler RNG seed (default 0) */
-  llm_sampler_params sampler;
+  llm_sampler_params sampler; /* frozen: sampler.struct_size must be
+                                 sizeof(llm_sampler_params) */
+  /* ---- 0.3 ---- */
+  const llm_sampler_ext *sampler_ext; /* NULL (default): no extension */
 } llm_session_params;
 
+LLM_API llm_status llm_session_params_init_v(llm_session_params *params, size_t struct_size);
+/* The function of this name (0.1 and 0.2 binaries) writes the 0.1 struct. */
 LLM_API llm_status llm_session_params_init(llm_session_params *params);
+#define llm_session_params_init(params) \
+  llm_session_params_init_v((params), sizeof(llm_session_params))
 
 /* Create a session on model. params may be NULL (defaults). The session
  * holds a reference to the model. Not available on a vocab_only model
@@ -474,7 +537,9 @@ typedef struct llm_session_stats {
   uint64_t cached_tokens;   /* prompt tokens whose KV came from the prefix cache */
 } llm_session_stats;
 
+LLM_API llm_status llm_session_stats_init_v(llm_session_stats *stats, size_t struct_size);
 LLM_API llm_status llm_session_stats_init(llm_session_stats *stats);
+#define llm_session_stats_init(stats) llm_session_stats_init_v((stats), sizeof(llm_session_stats))
 LLM_API llm_status llm_session_get_stats(const llm_session *session, llm_session_stats *stats);
 
 /* ---- streaming generation ------------------------------------------------ */
@@ -494,7 +559,10 @@ typedef struct llm_generate_params {
   void *user;
 } llm_generate_params;
 
+LLM_API llm_status llm_generate_params_init_v(llm_generate_params *params, size_t struct_size);
 LLM_API llm_status llm_generate_params_init(llm_generate_params *params);
+#define llm_generate_params_init(params) \
+  llm_generate_params_init_v((params), sizeof(llm_generate_params))
 
 #define LLM_STOP_EOG 0        /* an end-of-generation token */
 #define LLM_STOP_MAX_TOKENS 1 /* max_tokens were generated */
@@ -511,7 +579,10 @@ typedef struct llm_generate_result {
   double decode_ms;
 } llm_generate_result;
 
+LLM_API llm_status llm_generate_result_init_v(llm_generate_result *result, size_t struct_size);
 LLM_API llm_status llm_generate_result_init(llm_generate_result *result);
+#define llm_generate_result_init(result) \
+  llm_generate_result_init_v((result), sizeof(llm_generate_result))
 
 /* Prefill prompt (n may be 0 to continue from the current logits), then
  * decode until an end-of-generation token, a stop string, max_tokens, the

@@ -1,8 +1,11 @@
 // llm_chat_format: messages -> prompt text through a recognised or named
 // built-in chat template (tokenizer/chat_template.h).
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "api/abi_structs.h"
 #include "api/handles.h"
 #include "tokenizer/chat_template.h"
 
@@ -10,16 +13,21 @@ using llm::api::Fail;
 
 extern "C" {
 
-LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_name,
-                                   const llm_chat_message* messages, size_t n_messages,
-                                   int32_t add_generation_prompt, char* buf, size_t capacity,
-                                   size_t* len_out) {
+LLM_API llm_status llm_chat_format_v(const llm_model* model, const char* template_name,
+                                     const llm_chat_message* messages, size_t n_messages,
+                                     size_t message_size, int32_t add_generation_prompt, char* buf,
+                                     size_t capacity, size_t* len_out) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(model != nullptr || template_name != nullptr,
                 "model and template_name must not both be NULL");
   LLM_CHECK_ARG(messages != nullptr, "messages must not be NULL");
   LLM_CHECK_ARG(n_messages > 0, "n_messages must be > 0");
   LLM_CHECK_ARG(n_messages <= (size_t{1} << 20), "n_messages is larger than 1M messages");
+  if (llm_status s =
+          llm::api::CheckStructSize<llm_chat_message>(message_size, "messages", "message_size");
+      s != LLM_OK) {
+    return s;
+  }
   LLM_CHECK_ARG(len_out != nullptr, "len_out must not be NULL");
   std::shared_ptr<const llm::Model> mp;
   if (model != nullptr) {
@@ -27,13 +35,27 @@ LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_
     LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
                                  "llm_model_load)");
   }
+  // The array's stride is the caller's element size: an older element holds
+  // a prefix of ours, a newer one must have zeros where ours ends.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(messages);
   std::vector<llm::ChatMessage> msgs(n_messages);
   for (size_t i = 0; i < n_messages; ++i) {
-    if (messages[i].role == nullptr || messages[i].content == nullptr) {
-      return Fail(LLM_ERR_INVALID_ARGUMENT,
-                  "messages[" + std::to_string(i) + "]: role and content must not be NULL");
+    const unsigned char* element = bytes + i * message_size;
+    llm_chat_message m{};
+    std::memcpy(&m, element, std::min(message_size, sizeof m));
+    const bool tail_zero =
+        message_size <= sizeof m || std::all_of(element + sizeof m, element + message_size,
+                                                [](unsigned char b) { return b == 0; });
+    if (!tail_zero || m.role == nullptr || m.content == nullptr) {
+      // Only a failure pays for the element's name.
+      const std::string what = "messages[" + std::to_string(i) + "]";
+      if (!tail_zero) {
+        return llm::api::CheckUnknownBytesZero(element, sizeof m, message_size, "llm_chat_message",
+                                               what.c_str());
+      }
+      return Fail(LLM_ERR_INVALID_ARGUMENT, what + ": role and content must not be NULL");
     }
-    msgs[i] = llm::ChatMessage{messages[i].role, messages[i].content};
+    msgs[i] = llm::ChatMessage{m.role, m.content};
   }
   llm::ChatFormatOptions options;
   options.add_generation_prompt = add_generation_prompt != 0;
@@ -67,6 +89,17 @@ LLM_API llm_status llm_chat_format(const llm_model* model, const char* template_
   if (!text.ok()) return Fail(text.status());
   return llm::api::CopyOut(*text, true, buf, capacity, len_out);
   LLM_API_END
+}
+
+// The unsized symbol (parenthesised: llm.h makes its name a macro) serves
+// binaries built before message_size existed: 0.1 elements.
+LLM_API llm_status(llm_chat_format)(const llm_model* model, const char* template_name,
+                                    const llm_chat_message* messages, size_t n_messages,
+                                    int32_t add_generation_prompt, char* buf, size_t capacity,
+                                    size_t* len_out) {
+  return llm_chat_format_v(model, template_name, messages, n_messages,
+                           llm::api::FirstSize<llm_chat_message>(), add_generation_prompt, buf,
+                           capacity, len_out);
 }
 
 }  // extern "C"

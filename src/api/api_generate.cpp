@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "api/abi_structs.h"
 #include "api/handles.h"
 #include "engine/generate.h"
 
@@ -11,9 +12,7 @@ using llm::api::Fail;
 namespace {
 
 llm_generate_params DefaultGenerateParams() {
-  llm_generate_params p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  llm_generate_params p = llm::api::ZeroedStruct<llm_generate_params>();
   p.max_tokens = 256;
   return p;
 }
@@ -22,21 +21,29 @@ llm_generate_params DefaultGenerateParams() {
 
 extern "C" {
 
-LLM_API llm_status llm_generate_params_init(llm_generate_params* params) {
+LLM_API llm_status llm_generate_params_init_v(llm_generate_params* params, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
-  *params = DefaultGenerateParams();
-  return LLM_OK;
+  return llm::api::InitStruct(params, struct_size, DefaultGenerateParams(), "params");
   LLM_API_END
 }
 
-LLM_API llm_status llm_generate_result_init(llm_generate_result* result) {
+// The unsized inits write the struct as it was when they were published
+// (docs/ABI.md): their callers' headers may be older than this library's.
+LLM_API llm_status(llm_generate_params_init)(llm_generate_params* params) {
+  return llm_generate_params_init_v(params, llm::api::FirstSize<llm_generate_params>());
+}
+
+LLM_API llm_status llm_generate_result_init_v(llm_generate_result* result, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(result != nullptr, "result must not be NULL");
-  std::memset(result, 0, sizeof *result);
-  result->struct_size = sizeof *result;
-  return LLM_OK;
+  return llm::api::InitStruct(result, struct_size, llm::api::ZeroedStruct<llm_generate_result>(),
+                              "result");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_generate_result_init)(llm_generate_result* result) {
+  return llm_generate_result_init_v(result, llm::api::FirstSize<llm_generate_result>());
 }
 
 LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, size_t n,
@@ -46,11 +53,13 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
   if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(prompt != nullptr || n == 0, "prompt must not be NULL when n > 0");
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL (use llm_generate_params_init)");
-  LLM_CHECK_ARG(result == nullptr || result->struct_size >= sizeof(llm_generate_result),
-                "result: struct_size is too small (call llm_generate_result_init)");
+  const size_t result_size = result != nullptr ? result->struct_size : 0;
+  if (result != nullptr) {
+    llm_status s = llm::api::CheckStructSize<llm_generate_result>(result_size, "result");
+    if (s != LLM_OK) return s;
+  }
   llm_generate_params p;
-  llm_status s = llm::api::ReadParams(params, DefaultGenerateParams(), sizeof(llm_generate_params),
-                                      "params", &p);
+  llm_status s = llm::api::ReadStruct(params, DefaultGenerateParams(), "params", &p);
   if (s != LLM_OK) return s;
   LLM_CHECK_ARG(p.max_tokens > 0, "params: max_tokens must be > 0");
   LLM_CHECK_ARG(p.stop != nullptr || p.n_stop == 0, "params: stop is NULL but n_stop is not 0");
@@ -81,11 +90,13 @@ LLM_API llm_status llm_generate(llm_session* session, const llm_token* prompt, s
       llm::Generate(*lease, absl::MakeConstSpan(prompt, n), options);
   if (!r.ok()) return Fail(r.status());
   if (result != nullptr) {
-    result->stop_reason = static_cast<int32_t>(r->stop_reason);
-    result->n_prompt_tokens = r->n_prompt_tokens;
-    result->n_generated = r->n_generated;
-    result->prefill_ms = r->prefill_ms;
-    result->decode_ms = r->decode_ms;
+    llm_generate_result out = llm::api::ZeroedStruct<llm_generate_result>();
+    out.stop_reason = static_cast<int32_t>(r->stop_reason);
+    out.n_prompt_tokens = r->n_prompt_tokens;
+    out.n_generated = r->n_generated;
+    out.prefill_ms = r->prefill_ms;
+    out.decode_ms = r->decode_ms;
+    llm::api::WriteStruct(out, result, result_size);
   }
   return LLM_OK;
   LLM_API_END

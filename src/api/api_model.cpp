@@ -1,9 +1,10 @@
 // llm_model_*: loading, freeing, information.
 #include <algorithm>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
+#include "api/abi_structs.h"
 #include "api/handles.h"
 #include "core/status.h"
 
@@ -11,19 +12,11 @@ using llm::api::Fail;
 
 namespace {
 
-llm_model_params DefaultModelParams() {
-  llm_model_params p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  return p;
-}
-
-// Smallest llm_model_params a caller may pass (the 0.1 layout).
-constexpr size_t kModelParamsV1 = offsetof(llm_model_params, kv_budget_bytes);
+llm_model_params DefaultModelParams() { return llm::api::ZeroedStruct<llm_model_params>(); }
 
 llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* options) {
   llm_model_params p;
-  llm_status s = llm::api::ReadParams(user, DefaultModelParams(), kModelParamsV1, "params", &p);
+  llm_status s = llm::api::ReadStruct(user, DefaultModelParams(), "params", &p);
   if (s != LLM_OK) return s;
   LLM_CHECK_ARG(p.n_threads >= 0 && p.n_threads <= 1024, "params: n_threads must be in [0, 1024]");
   options->vocab_only = p.vocab_only != 0;
@@ -58,12 +51,19 @@ void CopyString(const std::string& s, char* dst, size_t capacity) {
 
 extern "C" {
 
-LLM_API llm_status llm_model_params_init(llm_model_params* params) {
+LLM_API llm_status llm_model_params_init_v(llm_model_params* params, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
-  *params = DefaultModelParams();
-  return LLM_OK;
+  return llm::api::InitStruct(params, struct_size, DefaultModelParams(), "params");
   LLM_API_END
+}
+
+// The unsized symbols (parenthesised: llm.h makes their names macros) were
+// published before their callers passed a size, so each writes its struct as
+// it was when the symbol was published: here the 0.1 llm_model_params, which
+// a 0.2 binary's larger struct also holds.
+LLM_API llm_status(llm_model_params_init)(llm_model_params* params) {
+  return llm_model_params_init_v(params, llm::api::FirstSize<llm_model_params>());
 }
 
 LLM_API llm_status llm_model_load(const char* path, const llm_model_params* params,
@@ -97,12 +97,15 @@ LLM_API llm_status llm_model_load_from_memory(const void* data, size_t size,
 
 LLM_API void llm_model_free(llm_model* model) { llm::api::FreeModel(model); }
 
-LLM_API llm_status llm_model_info_init(llm_model_info* info) {
+LLM_API llm_status llm_model_info_init_v(llm_model_info* info, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
-  *info = llm::api::ZeroedStruct<llm_model_info>();
-  return LLM_OK;
+  return llm::api::InitStruct(info, struct_size, llm::api::ZeroedStruct<llm_model_info>(), "info");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_model_info_init)(llm_model_info* info) {
+  return llm_model_info_init_v(info, llm::api::FirstSize<llm_model_info>());
 }
 
 LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* info) {
@@ -112,8 +115,8 @@ LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* in
   LLM_CHECK_ARG(mp != nullptr, "model is not a live model handle (freed, or never returned by "
                                "llm_model_load)");
   LLM_CHECK_ARG(info != nullptr, "info must not be NULL");
-  LLM_CHECK_ARG(info->struct_size >= sizeof(llm_model_info),
-                "info: struct_size is smaller than llm_model_info (call llm_model_info_init)");
+  const size_t size = info->struct_size;
+  if (llm_status s = llm::api::CheckStructSize<llm_model_info>(size, "info"); s != LLM_OK) return s;
   const llm::Model& m = *mp;
   const llm::LlamaHParams& hp = m.hparams();
   const llm::Tokenizer& tok = m.tokenizer();
@@ -133,7 +136,7 @@ LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* in
   out.add_bos = tok.add_bos() ? 1 : 0;
   CopyString(hp.architecture, out.architecture, sizeof out.architecture);
   CopyString(m.name(), out.name, sizeof out.name);
-  std::memcpy(info, &out, sizeof out);
+  llm::api::WriteStruct(out, info, size);
   return LLM_OK;
   LLM_API_END
 }
@@ -171,19 +174,22 @@ LLM_API llm_status llm_token_is_eog(const llm_model* model, llm_token token, int
 
 extern "C" {
 
-LLM_API llm_status llm_kv_stats_init(llm_kv_stats* stats) {
+LLM_API llm_status llm_kv_stats_init_v(llm_kv_stats* stats, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  *stats = llm::api::ZeroedStruct<llm_kv_stats>();
-  return LLM_OK;
+  return llm::api::InitStruct(stats, struct_size, llm::api::ZeroedStruct<llm_kv_stats>(), "stats");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_kv_stats_init)(llm_kv_stats* stats) {
+  return llm_kv_stats_init_v(stats, llm::api::FirstSize<llm_kv_stats>());
 }
 
 LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_kv_stats),
-                "stats->struct_size is too small (call llm_kv_stats_init)");
+  const size_t size = stats->struct_size;
+  if (llm_status s = llm::api::CheckStructSize<llm_kv_stats>(size, "stats"); s != LLM_OK) return s;
   std::shared_ptr<const llm::Model> m = llm::api::FindModel(model);
   LLM_CHECK_ARG(m != nullptr, "model is not a live model handle");
   if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no KV pool");
@@ -202,24 +208,30 @@ LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stat
   out.prefix_hits = p.prefix_hits;
   out.bytes_per_token_f16 = layout.bytes_per_token(llm::KvType::kF16);
   out.bytes_per_token_f32 = layout.bytes_per_token(llm::KvType::kF32);
-  *stats = out;
+  llm::api::WriteStruct(out, stats, size);
   return LLM_OK;
   LLM_API_END
 }
 
-LLM_API llm_status llm_batch_stats_init(llm_batch_stats* stats) {
+LLM_API llm_status llm_batch_stats_init_v(llm_batch_stats* stats, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  *stats = llm::api::ZeroedStruct<llm_batch_stats>();
-  return LLM_OK;
+  return llm::api::InitStruct(stats, struct_size, llm::api::ZeroedStruct<llm_batch_stats>(),
+                              "stats");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_batch_stats_init)(llm_batch_stats* stats) {
+  return llm_batch_stats_init_v(stats, llm::api::FirstSize<llm_batch_stats>());
 }
 
 LLM_API llm_status llm_model_batch_stats(const llm_model* model, llm_batch_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_batch_stats),
-                "stats->struct_size is too small (call llm_batch_stats_init)");
+  const size_t size = stats->struct_size;
+  if (llm_status s = llm::api::CheckStructSize<llm_batch_stats>(size, "stats"); s != LLM_OK) {
+    return s;
+  }
   std::shared_ptr<const llm::Model> m = llm::api::FindModel(model);
   LLM_CHECK_ARG(m != nullptr, "model is not a live model handle");
   if (m->vocab_only()) return Fail(LLM_ERR_UNSUPPORTED, "a vocab_only model has no batcher");
@@ -233,7 +245,7 @@ LLM_API llm_status llm_model_batch_stats(const llm_model* model, llm_batch_stats
   out.max_sessions_in_pass = s.max_chunks_in_pass;
   out.steps_completed = s.steps_completed;
   out.steps_failed = s.steps_failed;
-  *stats = out;
+  llm::api::WriteStruct(out, stats, size);
   return LLM_OK;
   LLM_API_END
 }

@@ -1,6 +1,7 @@
 // llm_session_*: create, prefill, decode, logits, reset.
 #include <cstring>
 
+#include "api/abi_structs.h"
 #include "api/handles.h"
 #include "core/status.h"
 
@@ -10,9 +11,7 @@ namespace {
 
 llm_sampler_params DefaultSamplerParams() {
   llm::SamplerConfig c;
-  llm_sampler_params p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  llm_sampler_params p = llm::api::ZeroedStruct<llm_sampler_params>();
   p.temperature = c.temperature;
   p.top_k = c.top_k;
   p.top_p = c.top_p;
@@ -25,9 +24,7 @@ llm_sampler_params DefaultSamplerParams() {
 }
 
 llm_session_params DefaultSessionParams() {
-  llm_session_params p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  llm_session_params p = llm::api::ZeroedStruct<llm_session_params>();
   p.kv_type = LLM_KV_F16;
   p.sampler = DefaultSamplerParams();
   return p;
@@ -50,20 +47,35 @@ llm::SamplerConfig ToSamplerConfig(const llm_sampler_params& p) {
 
 extern "C" {
 
-LLM_API llm_status llm_sampler_params_init(llm_sampler_params* params) {
+LLM_API llm_status llm_sampler_params_init_v(llm_sampler_params* params, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
-  *params = DefaultSamplerParams();
-  return LLM_OK;
+  return llm::api::InitStruct(params, struct_size, DefaultSamplerParams(), "params");
   LLM_API_END
 }
 
-LLM_API llm_status llm_session_params_init(llm_session_params* params) {
+// The unsized inits write the struct as it was when they were published
+// (docs/ABI.md): their callers' headers may be older than this library's.
+LLM_API llm_status(llm_sampler_params_init)(llm_sampler_params* params) {
+  return llm_sampler_params_init_v(params, llm::api::FirstSize<llm_sampler_params>());
+}
+
+LLM_API llm_status llm_sampler_ext_init_v(llm_sampler_ext* ext, size_t struct_size) {
+  LLM_API_BEGIN
+  LLM_CHECK_ARG(ext != nullptr, "ext must not be NULL");
+  return llm::api::InitStruct(ext, struct_size, llm::api::ZeroedStruct<llm_sampler_ext>(), "ext");
+  LLM_API_END
+}
+
+LLM_API llm_status llm_session_params_init_v(llm_session_params* params, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
-  *params = DefaultSessionParams();
-  return LLM_OK;
+  return llm::api::InitStruct(params, struct_size, DefaultSessionParams(), "params");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_session_params_init)(llm_session_params* params) {
+  return llm_session_params_init_v(params, llm::api::FirstSize<llm_session_params>());
 }
 
 LLM_API llm_status llm_session_create(llm_model* model, const llm_session_params* params,
@@ -75,13 +87,19 @@ LLM_API llm_status llm_session_create(llm_model* model, const llm_session_params
   LLM_CHECK_ARG(m != nullptr, "model is not a live model handle (freed, or never returned by "
                               "llm_model_load)");
   llm_session_params p;
-  llm_status s = llm::api::ReadParams(params, DefaultSessionParams(), sizeof(llm_session_params),
-                                      "params", &p);
+  llm_status s = llm::api::ReadStruct(params, DefaultSessionParams(), "params", &p);
   if (s != LLM_OK) return s;
   LLM_CHECK_ARG(p.kv_type == LLM_KV_F16 || p.kv_type == LLM_KV_F32,
                 "params: kv_type must be LLM_KV_F16 or LLM_KV_F32");
-  LLM_CHECK_ARG(p.sampler.struct_size >= sizeof(llm_sampler_params),
-                "params: sampler.struct_size is too small (call llm_session_params_init)");
+  // Embedded by value, the sampler can never have another size.
+  LLM_CHECK_ARG(p.sampler.struct_size == sizeof(llm_sampler_params),
+                "params: sampler.struct_size must be " +
+                    std::to_string(sizeof(llm_sampler_params)) + " (call llm_session_params_init)");
+  llm_sampler_ext ext;
+  s = llm::api::ReadStruct(p.sampler_ext, llm::api::ZeroedStruct<llm_sampler_ext>(),
+                           "params: sampler_ext", &ext);
+  if (s != LLM_OK) return s;
+  LLM_CHECK_ARG(ext.reserved0 == 0, "params: sampler_ext->reserved0 must be 0");
   llm::SessionOptions options;
   options.n_ctx = p.n_ctx;
   options.kv_type = p.kv_type == LLM_KV_F32 ? llm::KvType::kF32 : llm::KvType::kF16;
@@ -159,8 +177,7 @@ LLM_API llm_status llm_session_set_sampler(llm_session* session, const llm_sampl
   if (llm_status st = llm::api::AcquireIdle(lease, session); st != LLM_OK) return st;
   LLM_CHECK_ARG(params != nullptr, "params must not be NULL");
   llm_sampler_params p;
-  llm_status s = llm::api::ReadParams(params, DefaultSamplerParams(), sizeof(llm_sampler_params),
-                                      "params", &p);
+  llm_status s = llm::api::ReadStruct(params, DefaultSamplerParams(), "params", &p);
   if (s != LLM_OK) return s;
   absl::Status status = lease->SetSampler(ToSamplerConfig(p));
   return status.ok() ? LLM_OK : Fail(status);
@@ -306,19 +323,25 @@ LLM_API llm_status llm_session_load(llm_session* session, const void* buf, size_
   LLM_API_END
 }
 
-LLM_API llm_status llm_session_stats_init(llm_session_stats* stats) {
+LLM_API llm_status llm_session_stats_init_v(llm_session_stats* stats, size_t struct_size) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  *stats = llm::api::ZeroedStruct<llm_session_stats>();
-  return LLM_OK;
+  return llm::api::InitStruct(stats, struct_size, llm::api::ZeroedStruct<llm_session_stats>(),
+                              "stats");
   LLM_API_END
+}
+
+LLM_API llm_status(llm_session_stats_init)(llm_session_stats* stats) {
+  return llm_session_stats_init_v(stats, llm::api::FirstSize<llm_session_stats>());
 }
 
 LLM_API llm_status llm_session_get_stats(const llm_session* session, llm_session_stats* stats) {
   LLM_API_BEGIN
   LLM_CHECK_ARG(stats != nullptr, "stats must not be NULL");
-  LLM_CHECK_ARG(stats->struct_size >= sizeof(llm_session_stats),
-                "stats->struct_size is too small (call llm_session_stats_init)");
+  const size_t size = stats->struct_size;
+  if (llm_status s = llm::api::CheckStructSize<llm_session_stats>(size, "stats"); s != LLM_OK) {
+    return s;
+  }
   llm_session_stats out = llm::api::ZeroedStruct<llm_session_stats>();
   llm_status st = llm::api::WithSessionUnleased(
       session,
@@ -330,7 +353,7 @@ LLM_API llm_status llm_session_get_stats(const llm_session* session, llm_session
       },
       &out);
   if (st != LLM_OK) return st;
-  *stats = out;
+  llm::api::WriteStruct(out, stats, size);
   return LLM_OK;
   LLM_API_END
 }

@@ -89,35 +89,6 @@ void ClearError();
 // is dropped if it cannot be allocated), so a catch handler can call it.
 llm_status FailInternal(const char* what) noexcept;
 
-// Reads a caller's params struct of any size >= its struct_size field into a
-// default-initialised current struct (fields the caller's version lacks keep
-// their defaults). min_size: the first version's size.
-template <typename T>
-llm_status ReadParams(const T* user, const T& defaults, size_t min_size, const char* what, T* out) {
-  *out = defaults;
-  if (user == nullptr) return LLM_OK;
-  if (user->struct_size < min_size) {
-    return Fail(LLM_ERR_INVALID_ARGUMENT,
-                std::string(what) + ": struct_size " + std::to_string(user->struct_size) +
-                    " is smaller than the smallest known size " + std::to_string(min_size) +
-                    " (initialise it with the matching _init function)");
-  }
-  const size_t n = user->struct_size < sizeof(T) ? user->struct_size : sizeof(T);
-  std::memcpy(static_cast<void*>(out), static_cast<const void*>(user), n);
-  out->struct_size = sizeof(T);
-  return LLM_OK;
-}
-
-// An output struct zero-filled with its struct_size set (the *_init
-// functions, and the value a getter fills before copying it out).
-template <typename T>
-T ZeroedStruct() {
-  T out;
-  std::memset(static_cast<void*>(&out), 0, sizeof out);
-  out.struct_size = sizeof out;
-  return out;
-}
-
 // Copies text (plus NUL when nul_terminate) into a caller buffer following the
 // capacity rule; *len_out receives the length without NUL.
 llm_status CopyOut(const std::string& text, bool nul_terminate, char* buf, size_t capacity,
