@@ -124,6 +124,11 @@ typedef struct llm_session llm_session;
  * (the load then fails with LLM_ERR_CANCELLED). Runs on the loading thread. */
 typedef int32_t (*llm_progress_fn)(float progress, void *user);
 
+/* Values of llm_model_params.device and llm_model_info.device (0.3). */
+#define LLM_DEVICE_AUTO 0
+#define LLM_DEVICE_CPU 1
+#define LLM_DEVICE_CUDA 2
+
 typedef struct llm_model_params {
   uint32_t struct_size;
   int32_t vocab_only;          /* 1: load tokenizer and metadata, no weights */
@@ -148,6 +153,16 @@ typedef struct llm_model_params {
                                   (see docs/BATCHING.md for what may differ) */
   int32_t batch_tokens;        /* most tokens in one batched forward pass
                                   (decode steps + prefill chunks); 0 = 256 */
+  /* ---- 0.3 ---- */
+  int32_t device;              /* LLM_DEVICE_AUTO (default): the best device
+                                  this build and host have (today the CPU);
+                                  LLM_DEVICE_CPU; LLM_DEVICE_CUDA: an NVIDIA
+                                  GPU -- a build without the CUDA backend
+                                  gives LLM_ERR_UNSUPPORTED, a host without a
+                                  usable GPU LLM_ERR_DEVICE; never a silent
+                                  fall back to the CPU */
+  int32_t device_index;        /* which device of that kind, from 0 (the CPU
+                                  has only 0) */
 } llm_model_params;
 
 /* Fill the first struct_size bytes of *params with defaults and set
@@ -198,6 +213,10 @@ typedef struct llm_model_info {
   int32_t add_bos;             /* the tokenizer prepends BOS with add_special */
   char architecture[32];       /* NUL-terminated, e.g. "llama" */
   char name[128];              /* general.name, truncated, NUL-terminated */
+  /* ---- 0.3 ---- */
+  int32_t device;              /* the device the model runs on: LLM_DEVICE_CPU
+                                  or LLM_DEVICE_CUDA (vocab_only: LLM_DEVICE_CPU) */
+  int32_t device_index;        /* which device of that kind */
 } llm_model_info;
 
 /* Zero *info and set struct_size (the rules of llm_model_params_init_v). */

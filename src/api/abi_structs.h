@@ -38,8 +38,11 @@ struct StructSizes;
   }
 
 LLM_STRUCT_SIZES(llm_model_params, offsetof(llm_model_params, kv_budget_bytes) /* 0.1 */,
-                 sizeof(llm_model_params) /* 0.2 */);
-LLM_STRUCT_SIZES(llm_model_info, sizeof(llm_model_info) /* 0.1 */);
+                 offsetof(llm_model_params, device) /* 0.2 */, sizeof(llm_model_params) /* 0.3 */);
+// llm_model_info: 0.3's `device` took the 4 bytes of tail padding after
+// name[128], so the 0.1 size (224) ends just before `device_index`.
+LLM_STRUCT_SIZES(llm_model_info, offsetof(llm_model_info, device_index) /* 0.1 */,
+                 sizeof(llm_model_info) /* 0.3 */);
 LLM_STRUCT_SIZES(llm_kv_stats, sizeof(llm_kv_stats) /* 0.2 */);
 LLM_STRUCT_SIZES(llm_batch_stats, sizeof(llm_batch_stats) /* 0.2 */);
 LLM_STRUCT_SIZES(llm_chat_message, sizeof(llm_chat_message) /* 0.1 */);
@@ -64,8 +67,10 @@ constexpr size_t FirstSize() {
 // them: a field inserted in the middle of a struct, or a type changed, fails
 // the build here.
 static_assert(sizeof(void*) != 8 ||
-                  (FirstSize<llm_model_params>() == 32 && sizeof(llm_model_params) == 48 &&
-                   sizeof(llm_model_info) == 224 && sizeof(llm_kv_stats) == 96 &&
+                  (FirstSize<llm_model_params>() == 32 &&
+                   StructSizes<llm_model_params>::kSizes[1] == 48 &&
+                   sizeof(llm_model_params) == 56 && FirstSize<llm_model_info>() == 224 &&
+                   sizeof(llm_model_info) == 232 && sizeof(llm_kv_stats) == 96 &&
                    sizeof(llm_batch_stats) == 72 && sizeof(llm_chat_message) == 16 &&
                    sizeof(llm_sampler_params) == 36 && sizeof(llm_sampler_ext) == 8 &&
                    FirstSize<llm_session_params>() == 64 && sizeof(llm_session_params) == 72 &&

@@ -27,6 +27,14 @@ llm_status ToOptions(const llm_model_params* user, llm::ModelLoadOptions* option
   options->kv_budget_bytes = p.kv_budget_bytes;
   options->deterministic = p.deterministic != 0;
   options->batch_tokens = p.batch_tokens;
+  LLM_CHECK_ARG(p.device == LLM_DEVICE_AUTO || p.device == LLM_DEVICE_CPU ||
+                    p.device == LLM_DEVICE_CUDA,
+                "params: device must be LLM_DEVICE_AUTO, LLM_DEVICE_CPU or LLM_DEVICE_CUDA");
+  LLM_CHECK_ARG(p.device_index >= 0, "params: device_index must be >= 0");
+  options->device = p.device == LLM_DEVICE_CPU    ? llm::DeviceKind::kCpu
+                    : p.device == LLM_DEVICE_CUDA ? llm::DeviceKind::kCuda
+                                                  : llm::DeviceKind::kAuto;
+  options->device_index = p.device_index;
   if (p.progress != nullptr) {
     llm_progress_fn fn = p.progress;
     void* user_data = p.progress_user;
@@ -122,6 +130,8 @@ LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* in
   const llm::Tokenizer& tok = m.tokenizer();
   llm_model_info out = llm::api::ZeroedStruct<llm_model_info>();
   out.vocab_only = m.vocab_only() ? 1 : 0;
+  out.device = m.device() == llm::DeviceKind::kCuda ? LLM_DEVICE_CUDA : LLM_DEVICE_CPU;
+  out.device_index = m.device_index();
   out.n_params = m.n_params();
   out.n_ctx_train = static_cast<int32_t>(hp.n_ctx_train);
   out.n_vocab = static_cast<int32_t>(hp.n_vocab);

@@ -70,16 +70,15 @@ struct ActivationId {
 enum class ActivationRows { kTokens, kLogitRows };
 
 // One sequence of a pass: rows [row0, row0 + n_rows) hold its new tokens at
-// absolute positions pos0 .. pos0 + n_rows - 1. Its KV blocks (ids in
-// position order) cover positions [0, pos0 + n_rows) and are prepared for
-// writing at the new positions (the block table did copy-on-write).
-// wants_logits: its last row's logits are produced (a logit row).
+// absolute positions pos0 .. pos0 + n_rows - 1. Its KV blocks cover
+// positions [0, pos0 + n_rows) and are prepared for writing at the new
+// positions (the block table did copy-on-write). wants_logits: its last
+// row's logits are produced (a logit row).
 struct PassSequence {
   int64_t row0 = 0;
   int64_t n_rows = 0;
   int64_t pos0 = 0;
-  KvType kv_type = KvType::kF16;
-  absl::Span<const int32_t> kv_blocks;
+  KvBlockList kv;
   bool wants_logits = false;
 };
 
@@ -105,6 +104,8 @@ struct BackendOptions {
   int n_threads = 1;           // CPU worker threads (CPU backend)
   bool deterministic = false;  // batch-invariant kernels (docs/BATCHING.md)
 };
+
+
 
 class Backend {
  public:
@@ -164,7 +165,20 @@ class Backend {
   virtual absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) = 0;
 };
 
-// The backend of a device. Only the CPU exists so far.
+enum class DeviceKind { kAuto, kCpu, kCuda };
+
+// Whether this build and host can run a model on the device: OK, or the
+// status CreateBackend would fail with.
+absl::Status CheckDevice(DeviceKind kind, int index);
+
+// The backend for a device choice: kAuto picks the best device this build and
+// host have (the CPU until a GPU backend exists); kCpu needs index 0
+// (LLM_ERR_INVALID_ARGUMENT otherwise); kCuda in a build without the CUDA
+// backend is LLM_ERR_UNSUPPORTED. Never falls back silently.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(DeviceKind kind, int index,
+                                                       const BackendOptions& options);
+
+// The CPU backend (backend/cpu/cpu_backend.h).
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options);
 
 // Physical cores of the host (a default thread count), at least 1.

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/session.h"
 
 namespace llm {
 
@@ -15,8 +14,7 @@ ModelExecutor::ModelExecutor(const LlamaModel& llama, Backend& backend)
 ModelExecutor::~ModelExecutor() = default;
 
 absl::Status ModelExecutor::Prepare(const ScheduledChunk& chunk) {
-  Session* session = static_cast<Session*>(chunk.client->owner);
-  return session->PrepareChunk(static_cast<int64_t>(chunk.tokens.size()));
+  return chunk.client->step_client->PrepareChunk(static_cast<int64_t>(chunk.tokens.size()));
 }
 
 absl::Status ModelExecutor::Run(absl::Span<const ScheduledChunk> chunks) {
@@ -25,11 +23,11 @@ absl::Status ModelExecutor::Run(absl::Span<const ScheduledChunk> chunks) {
     std::vector<SequenceStep> steps;
     steps.reserve(chunks.size());
     for (const ScheduledChunk& chunk : chunks) {
-      steps.push_back(static_cast<Session*>(chunk.client->owner)->StepFor(chunk));
+      steps.push_back(chunk.client->step_client->StepFor(chunk));
     }
     LLM_RETURN_IF_ERROR(llama_.Forward(steps, backend_, scratch_));
     for (const ScheduledChunk& chunk : chunks) {
-      static_cast<Session*>(chunk.client->owner)->CommitChunk(chunk);
+      chunk.client->step_client->CommitChunk(chunk);
     }
     return absl::OkStatus();
   } catch (const std::bad_alloc&) {

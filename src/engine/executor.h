@@ -10,6 +10,24 @@
 
 namespace llm {
 
+// The scheduler-thread side of a session: what the executor asks of the
+// session whose step a chunk belongs to (Session implements it). Called only
+// on the scheduler thread, while the session's step is in a pass.
+class StepClient {
+ public:
+  // Obtains what a chunk of n tokens needs before the pass (KV blocks for
+  // its positions): LLM_ERR_KV_FULL, ... leave the chunk out of the pass.
+  virtual absl::Status PrepareChunk(int64_t n) = 0;
+  // The chunk's part of the pass: its tokens, positions, KV table, and where
+  // its logits go when it is the step's last chunk.
+  virtual SequenceStep StepFor(const ScheduledChunk& chunk) = 0;
+  // The pass succeeded: the chunk's tokens (and logits) are the session's.
+  virtual void CommitChunk(const ScheduledChunk& chunk) = 0;
+
+ protected:
+  ~StepClient() = default;
+};
+
 class ModelExecutor : public StepExecutor {
  public:
   // llama and backend must outlive the executor.

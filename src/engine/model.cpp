@@ -66,11 +66,21 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                   options.kv_budget_bytes, model->kv_layout().block_bytes());
   }
   model->default_threads_ = options.n_threads > 0 ? options.n_threads : HostPhysicalCores();
+  // Checked for vocab_only loads too (no weights to place, same answer).
+  LLM_RETURN_IF_ERROR(CheckDevice(options.device, options.device_index));
   if (!options.vocab_only) {
     BackendOptions backend_options;
     backend_options.n_threads = model->default_threads_;
     backend_options.deterministic = options.deterministic;
-    LLM_ASSIGN_OR_RETURN(model->backend_, CreateCpuBackend(backend_options));
+    if (options.backend_factory) {
+      LLM_ASSIGN_OR_RETURN(model->backend_, options.backend_factory(backend_options));
+    } else {
+      LLM_ASSIGN_OR_RETURN(model->backend_,
+                           CreateBackend(options.device, options.device_index, backend_options));
+    }
+    // The only backend today is the CPU's; a GPU backend reports its own.
+    model->device_ = DeviceKind::kCpu;
+    model->device_index_ = 0;
     // Weights first: binding them checks every tensor's shape against the
     // hyper-parameters (token_embd is [n_embd, n_vocab]) without allocating
     // more than the norm vectors, so a file whose metadata claims a huge

@@ -27,6 +27,11 @@ struct ModelLoadOptions {
   uint64_t kv_budget_bytes = 0;  // 0: DefaultKvBudget()
   bool deterministic = false;    // batch-invariant kernels (docs/BATCHING.md)
   int64_t batch_tokens = 0;      // token budget of one batched pass; 0: kDefaultBatchTokens
+  DeviceKind device = DeviceKind::kAuto;
+  int device_index = 0;
+  // Tests: makes the backend instead of CreateBackend(device, ...), e.g. a
+  // double that records the operations of each pass.
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(const BackendOptions&)> backend_factory;
 };
 
 inline constexpr int64_t kDefaultBatchTokens = 256;
@@ -56,6 +61,9 @@ class Model {
   uint64_t n_params() const;
 
   bool deterministic() const { return deterministic_; }
+  // The device the model runs on (kCpu or kCuda; vocab_only: kCpu).
+  DeviceKind device() const { return device_; }
+  int device_index() const { return device_index_; }
   // Stable identity of the weights (engine/model_fingerprint.h), checked by
   // session load.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -81,6 +89,8 @@ class Model {
   std::string name_;
   int default_threads_ = 1;
   bool deterministic_ = false;
+  DeviceKind device_ = DeviceKind::kCpu;
+  int device_index_ = 0;
   uint64_t fingerprint_ = 0;
   // Declared last: destroyed first (the scheduler's thread is joined before
   // the executor and KV pool it uses go away).

@@ -28,6 +28,7 @@ namespace llm {
 
 class Scheduler;
 class SchedulerClient;
+class StepClient;  // engine/executor.h: what the executor asks of a step's session
 
 // One session's share of an iteration: the next chunk of its pending step.
 struct ScheduledChunk {
@@ -70,7 +71,9 @@ struct SchedulerStats {
 // with Scheduler::Attach and removed with Detach before it is destroyed.
 class SchedulerClient {
  public:
-  void* owner = nullptr;  // the executor's object for this client (e.g. the Session)
+  // The session whose steps this client carries, as the executor sees it
+  // (null in scheduler tests whose executor needs none).
+  StepClient* step_client = nullptr;
 
   // Counters readable from any thread:
   std::atomic<uint64_t> iterations{0};  // passes this client took part in

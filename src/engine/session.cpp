@@ -44,7 +44,7 @@ void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_
 }
 
 void Session::AttachToScheduler() {
-  client_.owner = this;
+  client_.step_client = this;
   model_->scheduler().Attach(&client_);
   attached_ = true;
 }

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/executor.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
 #include "kv/block_table.h"
@@ -38,7 +39,7 @@ struct SessionOptions {
 
 inline constexpr int64_t kDefaultMaxCtx = 4096;
 
-class Session {
+class Session : private StepClient {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Model> model,
                                                          const SessionOptions& options);
@@ -116,7 +117,6 @@ class Session {
   uint64_t cached_tokens() const { return cached_tokens_.load(std::memory_order_relaxed); }
 
  private:
-  friend class ModelExecutor;  // the scheduler thread's side, below
   enum class Pending { kNone, kPrefill, kDecode };
   Session() = default;
   void Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_type, uint64_t seed,
@@ -131,10 +131,11 @@ class Session {
   void UndoStep() noexcept;  // back to the state MarkCallStart recorded
   absl::Status Collect(absl::Status status, int32_t* token);
 
-  // Scheduler thread, while a step of this session is in a pass.
-  absl::Status PrepareChunk(int64_t n);
-  SequenceStep StepFor(const ScheduledChunk& chunk);
-  void CommitChunk(const ScheduledChunk& chunk);
+  // StepClient: the scheduler thread, while a step of this session is in a
+  // pass (the executor reaches them through client_.step_client).
+  absl::Status PrepareChunk(int64_t n) override;
+  SequenceStep StepFor(const ScheduledChunk& chunk) override;
+  void CommitChunk(const ScheduledChunk& chunk) override;
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_ = 0;

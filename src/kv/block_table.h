@@ -35,6 +35,9 @@ class KvBlockTable {
   int64_t n_positions() const { return n_positions_; }
   // Block ids in order (tests, stats).
   const std::vector<int32_t>& blocks() const { return blocks_; }
+  // The table as a pass's backend addresses it (valid until the next
+  // non-const call).
+  KvBlockList block_list() const { return KvBlockList{blocks_, type_}; }
 
   // Makes positions [begin, end) writable: allocates missing blocks, copies
   // shared blocks the range touches (copy-on-write) and unregisters the

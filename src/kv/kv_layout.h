@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/types/span.h"
+
 namespace llm {
 
 enum class KvType { kF16, kF32 };
@@ -41,6 +43,17 @@ struct KvLayout {
     return k_offset(t, layer) +
            static_cast<size_t>(block_tokens(t) * row_elems()) * elem_bytes(t);
   }
+};
+
+// A sequence's KV cache as every device addresses it: the ids of its blocks
+// in position order, all of one element type. Position p lives in block
+// blocks[p / block_tokens(type)] at row p % block_tokens(type); inside a
+// block, layer l's K rows start at KvLayout::k_offset(type, l) and its V rows
+// at v_offset(type, l), each row [n_head_kv][head_dim]. Ids, never
+// addresses: the backend that stores the blocks (kv_storage.h) resolves them.
+struct KvBlockList {
+  absl::Span<const int32_t> blocks;
+  KvType type = KvType::kF16;
 };
 
 }  // namespace llm

@@ -109,8 +109,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     seq.row0 = static_cast<int64_t>(s.tokens.size());
     seq.n_rows = static_cast<int64_t>(step.tokens.size());
     seq.pos0 = step.pos0;
-    seq.kv_type = step.kv->type();
-    seq.kv_blocks = step.kv->blocks();
+    seq.kv = step.kv->block_list();
     seq.wants_logits = step.logits != nullptr;
     s.sequences.push_back(seq);
     s.tokens.insert(s.tokens.end(), step.tokens.begin(), step.tokens.end());

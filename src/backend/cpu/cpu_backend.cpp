@@ -154,12 +154,12 @@ absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
       for (int64_t t = 0; t < s.n_rows; ++t) positions_[s.row0 + t] = s.pos0 + t;
       if (s.n_rows == 0) continue;
       if (kv_storage_ == nullptr) return Error(LLM_ERR_INTERNAL, "a pass ran before KV storage");
-      const int64_t block_tokens = KvLayout::block_tokens(s.kv_type);
-      if (static_cast<int64_t>(s.kv_blocks.size()) * block_tokens < s.pos0 + s.n_rows) {
+      const int64_t block_tokens = KvLayout::block_tokens(s.kv.type);
+      if (static_cast<int64_t>(s.kv.blocks.size()) * block_tokens < s.pos0 + s.n_rows) {
         return Errorf(LLM_ERR_INTERNAL, "sequence %d: %d KV blocks cannot hold %d positions", i,
-                      s.kv_blocks.size(), s.pos0 + s.n_rows);
+                      s.kv.blocks.size(), s.pos0 + s.n_rows);
       }
-      LLM_RETURN_IF_ERROR(kv_storage_->Bases(s.kv_blocks, kv_bases_[i]));
+      LLM_RETURN_IF_ERROR(kv_storage_->Bases(s.kv.blocks, kv_bases_[i]));
     }
     rope_ready_ = false;
     return absl::OkStatus();
@@ -268,10 +268,10 @@ absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId 
   }
   for (size_t i = 0; i < pass_.sequences.size(); ++i) {
     const PassSequence& s = pass_.sequences[i];
-    const int64_t block_tokens = KvLayout::block_tokens(s.kv_type);
-    const size_t row_bytes = static_cast<size_t>(n) * KvLayout::elem_bytes(s.kv_type);
-    const size_t k_off = kv_layout_.k_offset(s.kv_type, layer);
-    const size_t v_off = kv_layout_.v_offset(s.kv_type, layer);
+    const int64_t block_tokens = KvLayout::block_tokens(s.kv.type);
+    const size_t row_bytes = static_cast<size_t>(n) * KvLayout::elem_bytes(s.kv.type);
+    const size_t k_off = kv_layout_.k_offset(s.kv.type, layer);
+    const size_t v_off = kv_layout_.v_offset(s.kv.type, layer);
     for (int64_t t = 0; t < s.n_rows; ++t) {
       const int64_t pos = s.pos0 + t;
       // The block table made these blocks ours alone (copy-on-write), so
@@ -281,7 +281,7 @@ absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId 
       uint8_t* v_dst = base + v_off + static_cast<size_t>(pos % block_tokens) * row_bytes;
       const float* k_row = k + (s.row0 + t) * n;
       const float* v_row = v + (s.row0 + t) * n;
-      if (s.kv_type == KvType::kF16) {
+      if (s.kv.type == KvType::kF16) {
         // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
         F32ToF16Row(k_row, n, reinterpret_cast<uint16_t*>(k_dst));
         F32ToF16Row(v_row, n, reinterpret_cast<uint16_t*>(v_dst));
@@ -311,10 +311,10 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q
       job.n_q = s.n_rows;
       job.pos0 = s.pos0;
       job.kv.blocks = kv_bases_[i].data();
-      job.kv.block_tokens = KvLayout::block_tokens(s.kv_type);
-      job.kv.k_offset = kv_layout_.k_offset(s.kv_type, layer);
-      job.kv.v_offset = kv_layout_.v_offset(s.kv_type, layer);
-      job.kv.f16 = s.kv_type == KvType::kF16;
+      job.kv.block_tokens = KvLayout::block_tokens(s.kv.type);
+      job.kv.k_offset = kv_layout_.k_offset(s.kv.type, layer);
+      job.kv.v_offset = kv_layout_.v_offset(s.kv.type, layer);
+      job.kv.f16 = s.kv.type == KvType::kF16;
       job.kv.n_head_kv = kv_layout_.n_head_kv;
       job.kv.head_dim = kv_layout_.head_dim;
       job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
