@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Interleaved A/B rounds of `llm bench` for two builds of libllm.
+
+Each round runs every measurement with build A and build B, alternating which
+goes first, so that slow phases of a shared, noisy machine hit both alike.
+Prints the median of each figure per build, the median of the per-round B/A
+ratios and their spread (min..max).
+
+  python3 bench/ab_rounds.py --a OLD_BUILD/llm --b NEW_BUILD/llm \\
+      --model M.gguf [--model R.gguf] --rounds 5 [--threads 2]
+
+Figures per model: prefill (pp, -p 512) and decode (tg, -n 128) tokens/s of
+one session; aggregate decode tokens/s of 1 and 16 concurrent sessions
+(--sessions 1,16, -n 32).
+"""
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+
+
+def run(binary, args):
+    out = subprocess.run([binary, "bench", *args],
+                         capture_output=True, text=True, check=True)
+    return out.stdout + out.stderr
+
+
+def measure(binary, model, threads, pp, tg, sessions_tokens):
+    figures = {}
+    text = run(binary, ["-m", model, "-p", str(pp), "-n", str(tg), "-r", "1", "-t", str(threads)])
+    figures["pp%d" % pp] = float(re.search(r"prefill \d+ tokens: ([\d.]+) tokens/s", text).group(1))
+    figures["tg%d" % tg] = float(re.search(r"decode \d+ tokens: ([\d.]+) tokens/s", text).group(1))
+    text = run(binary, ["-m", model, "--sessions", "1,16", "-n", str(sessions_tokens), "-r", "1",
+                        "-t", str(threads)])
+    for n in (1, 16):
+        m = re.search(r"^\| %d \| ([\d.]+) \|" % n, text, re.M)
+        figures["%d sessions" % n] = float(m.group(1))
+    return figures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--a", required=True, help="llm binary of build A (the baseline)")
+    ap.add_argument("--b", required=True, help="llm binary of build B")
+    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--session-tokens", type=int, default=32)
+    args = ap.parse_args()
+
+    results = {}  # (model, build, figure) -> [values per round]
+    for r in range(args.rounds):
+        order = [("A", args.a), ("B", args.b)] if r % 2 == 0 else [("B", args.b), ("A", args.a)]
+        for model in args.model:
+            for name, binary in order:
+                figs = measure(binary, model, args.threads, args.pp, args.tg, args.session_tokens)
+                for fig, value in figs.items():
+                    results.setdefault((model, name, fig), []).append(value)
+                print("round %d %s %s: %s" % (r + 1, name, model.rsplit("/", 1)[-1],
+                                             ", ".join("%s %.1f" % kv for kv in figs.items())),
+                      file=sys.stderr, flush=True)
+
+    print("| model | figure | A median tok/s | B median tok/s | B/A median (min..max) |")
+    print("|---|---|---:|---:|---:|")
+    for model in args.model:
+        figs = [k[2] for k in results if k[0] == model and k[1] == "A"]
+        for fig in figs:
+            a = results[(model, "A", fig)]
+            b = results[(model, "B", fig)]
+            ratios = [y / x for x, y in zip(a, b)]
+            print("| %s | %s | %.1f | %.1f | %.3f (%.3f..%.3f) |" % (
+                model.rsplit("/", 1)[-1], fig, statistics.median(a), statistics.median(b),
+                statistics.median(ratios), min(ratios), max(ratios)))
+
+
+if __name__ == "__main__":
+    main()
