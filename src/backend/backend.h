@@ -18,7 +18,7 @@
 // takes the batch's tokens, positions and block tables (nothing else is
 // allocated after it, so a GPU backend can capture a pass and replay it);
 // then operations in order; then EndPass(), the synchronize point, after
-// which ReadLogits copies sampling rows' logits to the host. Operations of a
+// which ReadActivation copies rows -- the sampling rows' logits -- to the host. Operations of a
 // pass refer only to the pass's rows. All on one thread (the scheduler's).
 //
 // Every method returns a status instead of throwing: a failure mid-pass
@@ -117,8 +117,9 @@ class Backend {
   virtual std::string Describe() const = 0;
 
   // ---- weights (at load) ----------------------------------------------------
-  // A matrix the linear products multiply by. Unsupported type ->
-  // LLM_ERR_UNSUPPORTED naming the tensor.
+  // A matrix the linear products multiply by. A type (or row layout) the
+  // backend cannot multiply -> LLM_ERR_UNSUPPORTED naming the tensor, here at
+  // load rather than at the first pass.
   virtual absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) = 0;
   // A vector (norm weight, n_out == 1), kept as f32.
   virtual absl::StatusOr<WeightId> AddVector(const WeightSource& source) = 0;
@@ -161,8 +162,12 @@ class Backend {
   virtual absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
                               ActivationId logits) = 0;
 
-  // After EndPass: copies logit row i of logits ([width] floats) to host.
-  virtual absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) = 0;
+  // After EndPass, until the next BeginPass: copies row `row` of activation
+  // id ([id.width] floats, as the pass left it) to host. row < the buffer's
+  // rows in the pass (tokens, or logit rows for a kLogitRows buffer), else an
+  // error. The engine reads the sampling rows' logits with it; tests read
+  // any activation (a device backend does a synchronous device-to-host copy).
+  virtual absl::Status ReadActivation(ActivationId id, int64_t row, float* host) = 0;
 };
 
 enum class DeviceKind { kAuto, kCpu, kCuda };

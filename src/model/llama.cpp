@@ -145,7 +145,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
   int64_t i = 0;
   for (const SequenceStep& step : steps) {
     if (step.logits == nullptr || step.tokens.empty()) continue;
-    LLM_RETURN_IF_ERROR(b.ReadLogits(a.logits, i++, step.logits));
+    LLM_RETURN_IF_ERROR(b.ReadActivation(a.logits, i++, step.logits));
   }
   return absl::OkStatus();
 }

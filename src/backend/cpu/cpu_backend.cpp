@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <string>
 #include "backend/cpu/cpu_features.h"
@@ -58,6 +59,23 @@ std::string CpuBackend::Describe() const {
 // ---- weights and memory ---------------------------------------------------
 
 absl::StatusOr<WeightId> CpuBackend::AddMatrix(const WeightSource& source) {
+  // Refused here, at load, rather than at the first pass: a type the kernels
+  // cannot read (dequantizing row 0 says so) or rows shorter than the type
+  // needs.
+  const std::optional<size_t> dense = RowBytes(source.type, static_cast<size_t>(source.n_in));
+  if (source.data == nullptr || source.n_out <= 0 || source.n_in <= 0 || !dense ||
+      source.row_bytes < *dense) {
+    return Errorf(LLM_ERR_UNSUPPORTED, "tensor '%s': not a weight matrix the CPU backend can bind",
+                  source.name);
+  }
+  LLM_RETURN_IF_ERROR(Guarded("binding a weight", [&]() -> absl::Status {
+    std::vector<float> row0(static_cast<size_t>(source.n_in));
+    const absl::Status st =
+        DequantizeRow(source.type, source.data, static_cast<size_t>(source.n_in), row0.data());
+    if (st.ok()) return st;
+    return Errorf(LLM_ERR_UNSUPPORTED, "tensor '%s': the CPU backend cannot multiply it (%s)",
+                  source.name, st.message());
+  }));
   WeightRecord r;
   r.matrix = Weight{source.type, source.data, source.n_out, source.n_in, source.row_bytes};
   LLM_RETURN_IF_ERROR(Guarded("binding a weight", [&] {
@@ -381,14 +399,16 @@ absl::Status CpuBackend::Logits(ActivationId x_id, WeightId norm_id, float eps, 
   });
 }
 
-absl::Status CpuBackend::ReadLogits(ActivationId logits_id, int64_t i, float* host) {
+absl::Status CpuBackend::ReadActivation(ActivationId id, int64_t row, float* host) {
   absl::Status st;
-  const float* logits = Act(logits_id, logits_id.width, &st);
-  if (logits == nullptr) return st;
-  if (i < 0 || i >= n_logit_rows_) {
-    return Errorf(LLM_ERR_INTERNAL, "logit row %d of %d read", i, n_logit_rows_);
+  const float* data = Act(id, id.width, &st);
+  if (data == nullptr) return st;
+  const int64_t rows = ActRows(activations_[id.index]);
+  if (row < 0 || row >= rows || host == nullptr) {
+    return Errorf(LLM_ERR_INTERNAL, "row %d of an activation with %d rows in this pass read", row,
+                  rows);
   }
-  std::memcpy(host, logits + i * logits_id.width, static_cast<size_t>(logits_id.width) * 4);
+  std::memcpy(host, data + row * id.width, static_cast<size_t>(id.width) * sizeof(float));
   return absl::OkStatus();
 }
 

@@ -48,7 +48,7 @@ class CpuBackend : public Backend {
   absl::Status Add(ActivationId x, ActivationId y) override;
   absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
                       ActivationId logits) override;
-  absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) override;
+  absl::Status ReadActivation(ActivationId id, int64_t row, float* host) override;
 
  private:
   struct WeightRecord {

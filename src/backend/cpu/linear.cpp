@@ -57,7 +57,9 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
                        n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
   }
   const float* w_f32 = reinterpret_cast<const float*>(w.data);
-  if (w.type != DType::kF32) {
+  // oneDNN wants dense f32 rows: other types, and f32 rows with padding
+  // (row_bytes > n_in floats), go through a dense f32 copy.
+  if (w.type != DType::kF32 || w.row_bytes != static_cast<size_t>(w.n_in) * sizeof(float)) {
     const size_t n = static_cast<size_t>(w.n_out * w.n_in);
     if (ctx.dequantized.size() < n) ctx.dequantized.resize(n);
     float* dst = ctx.dequantized.data();

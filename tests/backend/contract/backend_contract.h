@@ -12,12 +12,7 @@
 //
 // Observation. Inputs enter a pass only through Embed of an F32 table (exact:
 // row r of the table is the pass's input row tokens[r]). Outputs leave
-// through ReadLogits and through an activation readback,
-//   absl::Status ReadActivation(ActivationId id, int64_t row, float* host);
-// which the interface does not have yet (proposed in the report that came
-// with this suite). ContractBackend::read_activation supplies it: by default
-// it calls Backend::ReadActivation when the interface has it, and fails
-// otherwise; a backend may pass its own bridge until then.
+// through Backend::ReadActivation after EndPass.
 //
 // Nothing here depends on a particular backend: no CPU types.
 #pragma once
@@ -49,41 +44,10 @@ namespace contract {
 
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>()>;
 
-// After EndPass: row `row` of activation id (id.width floats) to host.
-using ActivationReader = std::function<absl::Status(Backend&, ActivationId, int64_t, float*)>;
-
-// Whether Backend has the proposed ReadActivation (detected, so that this
-// suite needs no change the day it lands).
-template <typename B, typename = void>
-struct HasReadActivation : std::false_type {};
-template <typename B>
-struct HasReadActivation<B, std::void_t<decltype(std::declval<B&>().ReadActivation(
-                                std::declval<ActivationId>(), int64_t{0},
-                                static_cast<float*>(nullptr)))>> : std::true_type {};
-
-template <typename B>
-absl::Status CallReadActivation(B& b, ActivationId id, int64_t row, float* host) {
-  if constexpr (HasReadActivation<B>::value) {
-    return b.ReadActivation(id, row, host);
-  } else {
-    (void)b, (void)id, (void)row, (void)host;
-    return absl::UnimplementedError("Backend::ReadActivation is not in the interface yet");
-  }
-}
-
-inline constexpr bool kInterfaceHasReadActivation = HasReadActivation<Backend>::value;
-
-inline ActivationReader InterfaceActivationReader() {
-  return [](Backend& b, ActivationId id, int64_t row, float* host) {
-    return CallReadActivation(b, id, row, host);
-  };
-}
-
 // One backend configuration under test (one gtest parameter).
 struct ContractBackend {
   std::string name;  // the parameter's name, e.g. "cpu_avx2" ([A-Za-z0-9_])
   BackendFactory create;
-  ActivationReader read_activation;  // empty: InterfaceActivationReader()
   std::string skip;                  // non-empty: why it cannot run on this host
   std::function<void()> enter;       // before each test (e.g. select an ISA level)
   std::function<void()> leave;       // after each test, even a failed one
@@ -259,7 +223,6 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
     rng_.seed(seed_);
     if (p.enter) p.enter();
     entered_ = true;
-    read_ = p.read_activation ? p.read_activation : InterfaceActivationReader();
     auto b = p.create();
     ASSERT_TRUE(b.ok()) << b.status();
     backend_ = std::move(*b);
@@ -401,7 +364,7 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
   std::vector<float> ReadRows(ActivationId id, int64_t n_rows) {
     std::vector<float> out(static_cast<size_t>(n_rows * id.width), NAN);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const absl::Status st = read_(b(), id, r, out.data() + r * id.width);
+      const absl::Status st = b().ReadActivation(id, r, out.data() + r * id.width);
       EXPECT_TRUE(st.ok()) << "reading row " << r << " of activation " << id.index << ": " << st;
       if (!st.ok()) break;
     }
@@ -453,7 +416,6 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   bool entered_ = false;
-  ActivationReader read_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvStorage> kv_;  // destroyed before backend_
   KvLayout layout_;

@@ -358,14 +358,14 @@ TEST_P(BackendContract, LogitsOnlyForSequencesThatWantThem) {
       std::vector<float> got(static_cast<size_t>(n * n_vocab));
       std::vector<double> xn(static_cast<size_t>(n * n_embd));
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(b().ReadLogits(logits, i, got.data() + i * n_vocab).ok()) << "logit row " << i;
+        ASSERT_TRUE(b().ReadActivation(logits, i, got.data() + i * n_vocab).ok()) << "logit row " << i;
         const std::vector<double> xr =
             ToDouble(x.rows.data() + logit_rows[i] * n_embd, static_cast<size_t>(n_embd));
         ref::RefRmsNorm(xr.data(), norm.values.data(), n_embd, eps, xn.data() + i * n_embd);
       }
       std::vector<float> sink(static_cast<size_t>(n_vocab));
-      EXPECT_FALSE(b().ReadLogits(logits, n, sink.data()).ok()) << "a logit row past the last";
-      EXPECT_FALSE(b().ReadLogits(logits, -1, sink.data()).ok());
+      EXPECT_FALSE(b().ReadActivation(logits, n, sink.data()).ok()) << "a logit row past the last";
+      EXPECT_FALSE(b().ReadActivation(logits, -1, sink.data()).ok());
       ExpectLinear(output, xn, n, got.data(), "logits of " + TypeName(t));
     }
   }

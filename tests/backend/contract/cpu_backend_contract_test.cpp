@@ -2,11 +2,7 @@
 // avx512); the levels this host lacks are instantiated too and skipped with
 // the reason, so the log names them. Plus the deterministic (batch-invariant)
 // mode at the host's best level.
-//
-// Activation readback: until Backend has ReadActivation (see
-// backend_contract.h), the CPU instances read the CPU backend's buffers
-// through CpuReadActivationBridge below. The day the interface has it, the
-// suite uses the interface method instead and the bridge can be deleted.
+
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -22,48 +18,6 @@ namespace llm {
 namespace contract {
 namespace {
 
-// ---- the temporary readback bridge ------------------------------------------------
-// Reads a CPU activation row without changing src/: an explicit instantiation
-// may name private members in its template arguments ([temp.spec] /
-// [temp.explicit]: "the usual access checking rules do not apply"), and the
-// friend it defines is the only code that uses them.
-struct ActivationsTag {};
-struct RowsTag {};
-struct LogitRowsTag {};
-template <typename Tag, auto kMember>
-struct Stash {
-  friend auto Member(Tag) { return kMember; }
-};
-auto Member(ActivationsTag);
-auto Member(RowsTag);
-auto Member(LogitRowsTag);
-template struct Stash<ActivationsTag, &CpuBackend::activations_>;
-template struct Stash<RowsTag, &CpuBackend::n_rows_>;
-template struct Stash<LogitRowsTag, &CpuBackend::n_logit_rows_>;
-
-absl::Status CpuReadActivationBridge(CpuBackend& b, ActivationId id, int64_t row, float* host) {
-  const auto& acts = b.*Member(ActivationsTag{});
-  if (id.index < 0 || static_cast<size_t>(id.index) >= acts.size() ||
-      acts[id.index].width != id.width) {
-    return absl::InvalidArgumentError("not a declared activation");
-  }
-  const auto& a = acts[id.index];
-  const int64_t rows =
-      a.rows == ActivationRows::kTokens ? b.*Member(RowsTag{}) : b.*Member(LogitRowsTag{});
-  if (row < 0 || row >= rows) return absl::OutOfRangeError("row past the pass's rows");
-  std::memcpy(host, a.data.data() + row * a.width, static_cast<size_t>(a.width) * sizeof(float));
-  return absl::OkStatus();
-}
-
-ActivationReader CpuActivationReader() {
-  if (kInterfaceHasReadActivation) return InterfaceActivationReader();
-  return [](Backend& b, ActivationId id, int64_t row, float* host) -> absl::Status {
-    auto* cpu = dynamic_cast<CpuBackend*>(&b);
-    if (cpu == nullptr) return absl::InternalError("not the CPU backend");
-    return CpuReadActivationBridge(*cpu, id, row, host);
-  };
-}
-
 // ---- the instances ----------------------------------------------------------------
 
 ContractBackend CpuAt(SimdLevel level, bool deterministic) {
@@ -75,7 +29,6 @@ ContractBackend CpuAt(SimdLevel level, bool deterministic) {
     o.deterministic = deterministic;
     return CreateCpuBackend(o);
   };
-  c.read_activation = CpuActivationReader();
   if (static_cast<int>(level) > static_cast<int>(DetectSimdLevel())) {
     c.skip = std::string("this host has no ") + SimdLevelName(level) + " (best: " +
              SimdLevelName(DetectSimdLevel()) + ")";
