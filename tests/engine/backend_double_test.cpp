@@ -521,6 +521,34 @@ TEST_F(BackendDoubleTest, LogitsOnlyForSamplingRowsInAMixedPass) {
   EXPECT_TRUE(p->has_logits());
 }
 
+TEST_F(BackendDoubleTest, ACachedPrefixIsAdoptedNotComputed) {
+  ASSERT_NO_FATAL_FAILURE(Load(16));
+  Session* a = NewSession();
+  const std::vector<int32_t> prompt = Prompt(40, 13);
+  ASSERT_TRUE(a->Prefill(prompt).ok());
+  const std::vector<int32_t> a_blocks = a->kv().blocks();
+  ASSERT_EQ(a_blocks.size(), 3u);
+  Session* b = NewSession();
+  const size_t mark = log_->NumPasses();
+  const size_t kv_mark = log_->NumKvOps();
+  ASSERT_TRUE(b->Prefill(prompt).ok());
+  EXPECT_EQ(b->cached_tokens(), 32u);  // the two full blocks
+  const std::vector<PassRecord> passes = log_->PassesSince(mark);
+  ASSERT_EQ(passes.size(), 1u);
+  ASSERT_EQ(passes[0].sequences.size(), 1u);
+  const SequenceRecord& q = passes[0].sequences[0];
+  EXPECT_EQ(q.pos0, 32);
+  EXPECT_EQ(q.n_rows, 8);
+  EXPECT_EQ(passes[0].tokens, Slice(prompt, 32, 8));
+  ASSERT_EQ(q.n_blocks(), 3);
+  EXPECT_EQ(q.blocks[0], a_blocks[0]);  // shared, only read
+  EXPECT_EQ(q.blocks[1], a_blocks[1]);
+  EXPECT_NE(q.blocks[2], a_blocks[2]);
+  EXPECT_TRUE(log_->KvOpsSince(kv_mark, "CopyBlock").empty());
+  EXPECT_EQ(std::vector<float>(a->logits().begin(), a->logits().end()),
+            std::vector<float>(b->logits().begin(), b->logits().end()));
+}
+
 TEST_F(BackendDoubleTest, OpsOfAPassComeInLlamaOrder) {
   ASSERT_NO_FATAL_FAILURE(Load(16));
   Session* s = NewSession();
