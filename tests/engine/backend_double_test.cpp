@@ -94,7 +94,9 @@ class BackendDoubleTest : public ::testing::Test {
       EXPECT_EQ(p.logits_read(), p.logit_rows);
       int64_t next = 0;
       for (const OpRecord& o : p.ops) {
-        if (o.name == "ReadLogits") { EXPECT_EQ(o.logit_row, next++); }
+        if (o.name == "ReadLogits") {
+          EXPECT_EQ(o.logit_row, next++);
+        }
       }
     }
   }
@@ -304,8 +306,7 @@ TEST_F(BackendDoubleTest, ForkCopiesOnlyTheSharedPartlyFilledBlock) {
   EXPECT_FALSE(copies[0].during_pass);  // before the pass, on the scheduler thread
   std::vector<PassRecord> passes = log_->PassesSince(mark);
   ASSERT_EQ(passes.size(), 1u);
-  EXPECT_EQ(passes[0].sequences[0].blocks,
-            (std::vector<int32_t>{parent_blocks[0], copies[0].dst}));
+  EXPECT_EQ(passes[0].sequences[0].blocks, (std::vector<int32_t>{parent_blocks[0], copies[0].dst}));
   EXPECT_EQ(copies[0].thread, passes[0].thread);
 
   // The parent's block 1 is its own again: written in place.
@@ -573,9 +574,14 @@ TEST_F(BackendDoubleTest, OpsOfAPassComeInLlamaOrder) {
     int64_t store_layer = 0, attention_layer = 0;
     std::vector<size_t> linear_weights;
     for (const OpRecord& o : p.ops) {
-      if (o.name == "StoreKv") { EXPECT_EQ(o.layer, store_layer++); }
-      if (o.name == "Attention") { EXPECT_EQ(o.layer, attention_layer++); }
-      if (o.name == "Linear" && linear_weights.size() < 4) linear_weights.push_back(o.weights.size());
+      if (o.name == "StoreKv") {
+        EXPECT_EQ(o.layer, store_layer++);
+      }
+      if (o.name == "Attention") {
+        EXPECT_EQ(o.layer, attention_layer++);
+      }
+      if (o.name == "Linear" && linear_weights.size() < 4)
+        linear_weights.push_back(o.weights.size());
     }
     // Q/K/V share an input, then the output projection, gate/up, down.
     EXPECT_EQ(linear_weights, (std::vector<size_t>{3, 1, 2, 1}));

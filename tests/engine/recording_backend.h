@@ -62,11 +62,11 @@ namespace llm::testing {
 
 // One operation of a pass, as the engine issued it.
 struct OpRecord {
-  std::string name;            // "Embed", "RmsNorm", ..., "Logits", "EndPass", "ReadLogits"
-  int64_t layer = -1;          // StoreKv, Attention
-  std::vector<int32_t> acts;   // activation indices, in argument order
+  std::string name;              // "Embed", "RmsNorm", ..., "Logits", "EndPass", "ReadLogits"
+  int64_t layer = -1;            // StoreKv, Attention
+  std::vector<int32_t> acts;     // activation indices, in argument order
   std::vector<int32_t> weights;  // weight indices, in argument order
-  int64_t logit_row = -1;      // ReadLogits
+  int64_t logit_row = -1;        // ReadLogits
 };
 
 // One sequence of a pass, as PassDesc gave it.
@@ -101,7 +101,7 @@ struct PassRecord {
 };
 
 struct KvOpRecord {
-  std::string name;  // "AddBlocks", "CopyBlock", "ReadBlock", "WriteBlock"
+  std::string name;    // "AddBlocks", "CopyBlock", "ReadBlock", "WriteBlock"
   int32_t block = -1;  // AddBlocks: first; CopyBlock: src; else the block
   int32_t dst = -1;    // CopyBlock: dst
   int64_t n = 0;       // AddBlocks: count
@@ -119,8 +119,9 @@ class BackendLog {
   // Passes from index `first` on.
   std::vector<PassRecord> PassesSince(size_t first) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return first >= passes_.size() ? std::vector<PassRecord>()
-                                   : std::vector<PassRecord>(passes_.begin() + first, passes_.end());
+    return first >= passes_.size()
+               ? std::vector<PassRecord>()
+               : std::vector<PassRecord>(passes_.begin() + first, passes_.end());
   }
   size_t NumPasses() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -202,7 +203,7 @@ class BackendLog {
   std::vector<std::string> violations_;
   // The pass in progress.
   bool in_pass_ = false;
-  bool logits_readable_ = false;  // between EndPass and the next BeginPass
+  bool logits_readable_ = false;   // between EndPass and the next BeginPass
   std::set<int32_t> pass_blocks_;  // every block of the running pass's sequences
   std::set<int32_t> pass_writes_;  // the blocks its rows are written into
   // Storage.
@@ -422,7 +423,8 @@ class RecordingBackend : public Backend {
                       absl::Span<const ActivationId> outs) override {
     std::vector<ActivationId> acts{in};
     acts.insert(acts.end(), outs.begin(), outs.end());
-    LLM_RETURN_IF_ERROR(Op("Linear", -1, acts, std::vector<WeightId>(weights.begin(), weights.end())));
+    LLM_RETURN_IF_ERROR(
+        Op("Linear", -1, acts, std::vector<WeightId>(weights.begin(), weights.end())));
     return inner_->Linear(weights, in, outs);
   }
   absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) override {
@@ -495,7 +497,8 @@ class RecordingBackend : public Backend {
     if (logits.index >= 0) op.acts.push_back(logits.index);
     for (const WeightId& w : weights) op.weights.push_back(w.index);
     LLM_RETURN_IF_ERROR(RecordOp(op));
-    for (const ActivationId& a : acts) LLM_RETURN_IF_ERROR(CheckAct(name, a, ActivationRows::kTokens));
+    for (const ActivationId& a : acts)
+      LLM_RETURN_IF_ERROR(CheckAct(name, a, ActivationRows::kTokens));
     if (logits.index >= 0 || std::string(name) == "Logits") {
       LLM_RETURN_IF_ERROR(CheckAct(name, logits, ActivationRows::kLogitRows));
     }
@@ -542,9 +545,9 @@ class RecordingBackend : public Backend {
                              std::to_string(d.width));
     }
     if (d.rows != rows) {
-      return log_->Violation(std::string(op) + " uses activation " + std::to_string(id.index) +
-                             (rows == ActivationRows::kLogitRows ? " as logit rows"
-                                                                  : " as token rows"));
+      return log_->Violation(
+          std::string(op) + " uses activation " + std::to_string(id.index) +
+          (rows == ActivationRows::kLogitRows ? " as logit rows" : " as token rows"));
     }
     return absl::OkStatus();
   }
