@@ -100,6 +100,8 @@ struct RopeSpec {
   bool neox = false;
 };
 
+enum class DeviceKind { kAuto, kCpu, kCuda };
+
 struct BackendOptions {
   int n_threads = 1;           // CPU worker threads (CPU backend)
   bool deterministic = false;  // batch-invariant kernels (docs/BATCHING.md)
@@ -111,8 +113,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // A short name for messages and llm_model_info ("cpu").
+  // A short name for messages ("cpu").
   virtual const char* name() const = 0;
+  // The kind of device it runs on (kCpu or kCuda), for llm_model_get_info.
+  virtual DeviceKind device() const = 0;
   // One line for the load log, e.g. "CPU kernels: avx512, 2 threads".
   virtual std::string Describe() const = 0;
 
@@ -169,8 +173,6 @@ class Backend {
   // any activation (a device backend does a synchronous device-to-host copy).
   virtual absl::Status ReadActivation(ActivationId id, int64_t row, float* host) = 0;
 };
-
-enum class DeviceKind { kAuto, kCpu, kCuda };
 
 // Whether this build and host can run a model on the device: OK, or the
 // status CreateBackend would fail with.

@@ -78,9 +78,8 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
       LLM_ASSIGN_OR_RETURN(model->backend_,
                            CreateBackend(options.device, options.device_index, backend_options));
     }
-    // The only backend today is the CPU's; a GPU backend reports its own.
-    model->device_ = DeviceKind::kCpu;
-    model->device_index_ = 0;
+    model->device_ = model->backend_->device();
+    model->device_index_ = options.device_index;
     // Weights first: binding them checks every tensor's shape against the
     // hyper-parameters (token_embd is [n_embd, n_vocab]) without allocating
     // more than the norm vectors, so a file whose metadata claims a huge

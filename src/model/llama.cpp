@@ -139,8 +139,12 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     LLM_RETURN_IF_ERROR(b.Linear({L.w_down}, a.gate, {a.xn}));
     LLM_RETURN_IF_ERROR(b.Add(a.x, a.xn));
   }
-  // Logits only for each sampling sequence's last token.
-  LLM_RETURN_IF_ERROR(b.Logits(a.x, output_norm_, eps, output_, a.logits));
+  // Logits only for each sampling sequence's last token (none for a pass of
+  // prefill chunks that are not their step's last: no launch at all then).
+  const bool any_logits = std::any_of(steps.begin(), steps.end(), [](const SequenceStep& step) {
+    return step.logits != nullptr && !step.tokens.empty();
+  });
+  if (any_logits) LLM_RETURN_IF_ERROR(b.Logits(a.x, output_norm_, eps, output_, a.logits));
   LLM_RETURN_IF_ERROR(b.EndPass());
   int64_t i = 0;
   for (const SequenceStep& step : steps) {

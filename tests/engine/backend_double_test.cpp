@@ -192,7 +192,7 @@ TEST_F(BackendDoubleTest, PrefillRunsOnePassPerChunkWithinBatchTokens) {
       EXPECT_EQ(p.tokens, Slice(prompt, static_cast<size_t>(pos0), static_cast<size_t>(rows)));
       EXPECT_EQ(p.logit_rows, last ? 1 : 0);
       EXPECT_EQ(p.logits_read(), last ? 1 : 0);
-      EXPECT_EQ(p.Count("Logits"), 1);  // issued every pass; empty without logit rows
+      EXPECT_EQ(p.Count("Logits"), last ? 1 : 0);  // no Logits in a pass without logit rows
     }
     const SchedulerStats after = Stats();
     EXPECT_EQ(after.iterations - before.iterations, static_cast<uint64_t>(chunks));
@@ -691,7 +691,7 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(backend_->StoreKv(2, x_, x_), "of layer 2 of 2");
   ExpectViolation(backend_->Embed(WeightId{42, 8, 8}, x_), "never added");
   std::vector<float> host(8);
-  ExpectViolation(backend_->ReadLogits(logits_, 0, host.data()), "before its EndPass");
+  ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "before its EndPass");
   // KV storage calls touching the running pass's blocks.
   std::vector<uint8_t> bytes(block_bytes_);
   ExpectViolation(storage_->WriteBlock(1, bytes.data()), "the running pass uses");
@@ -700,14 +700,14 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   EXPECT_TRUE(storage_->CopyBlock(2, 3).ok());
   // One sequence wants logits but the pass ends without Logits.
   ExpectViolation(backend_->EndPass(), "ran no Logits");
-  ExpectViolation(backend_->ReadLogits(logits_, 0, host.data()), "before its EndPass");
+  ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "before its EndPass");
 
   // A pass without logit rows, ended properly: no row can be read.
   std::vector<PassSequence> none = {PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false}};
   ASSERT_TRUE(backend_->BeginPass(PassDesc{tokens_, none}).ok());
   ASSERT_TRUE(backend_->EndPass().ok());
-  ExpectViolation(backend_->ReadLogits(logits_, 0, host.data()), "which has 0 logit rows");
-  ExpectViolation(backend_->ReadLogits(x_, 0, host.data()), "as logit rows");
+  ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "which has 0 logit rows");
+  ExpectViolation(backend_->ReadActivation(x_, 0, host.data()), "as logit rows");
   ExpectViolation(backend_->Add(x_, x_), "outside BeginPass .. EndPass");
   ExpectViolation(storage_->ReadBlock(4, bytes.data()), "has no storage");
   // Outside a pass the storage is free to use.

@@ -320,6 +320,7 @@ class RecordingBackend : public Backend {
   }
 
   const char* name() const override { return inner_->name(); }
+  DeviceKind device() const override { return inner_->device(); }
   std::string Describe() const override { return "recording: " + inner_->Describe(); }
 
   // ---- weights and memory ----
@@ -449,7 +450,8 @@ class RecordingBackend : public Backend {
     return inner_->Logits(x, norm, eps, output, logits);
   }
 
-  absl::Status ReadLogits(ActivationId logits, int64_t i, float* host) override {
+  // The engine reads only logits: reading another activation is a violation.
+  absl::Status ReadActivation(ActivationId logits, int64_t i, float* host) override {
     {
       std::lock_guard<std::mutex> lock(log_->mu_);
       OpRecord op{"ReadLogits", -1, {logits.index}, {}, i};
@@ -470,7 +472,7 @@ class RecordingBackend : public Backend {
                                std::to_string(p.logit_rows) + " logit rows");
       }
     }
-    return inner_->ReadLogits(logits, i, host);
+    return inner_->ReadActivation(logits, i, host);
   }
 
  private:

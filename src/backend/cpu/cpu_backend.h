@@ -28,6 +28,7 @@ class CpuBackend : public Backend {
   ~CpuBackend() override;
 
   const char* name() const override { return "cpu"; }
+  DeviceKind device() const override { return DeviceKind::kCpu; }
   std::string Describe() const override;
 
   absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) override;
