@@ -97,8 +97,11 @@ def file_owners():
 
 def used_paths(build):
     paths = set()
+    source = REPO
     with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8") as f:
         for line in f:
+            if line.startswith("CMAKE_HOME_DIRECTORY:INTERNAL="):
+                source = line.strip().split("=", 1)[1]  # the tree this build is of
             m = re.match(r"([^#/][^:=]*):(?:FILEPATH|PATH)=(/.*)$", line.strip())
             if m and not m.group(1).startswith("CMAKE_INSTALL"):  # where to install: not used
                 paths.add(m.group(2))
@@ -110,7 +113,7 @@ def used_paths(build):
                 text.append(f.read())
     for token in re.findall(r'(?<![\w.])(?:-I|-isystem\s*|")?(/[^\s";]+)', "\n".join(text)):
         paths.add(token.rstrip("\\"))
-    roots = (os.path.realpath(REPO), os.path.realpath(build))
+    roots = (os.path.realpath(source), os.path.realpath(build))
     return sorted(p for p in paths
                   if os.path.exists(p) and not os.path.realpath(p).startswith(roots)
                   and not p.startswith(roots) and not p.startswith(IGNORED_PREFIXES))

