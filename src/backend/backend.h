@@ -107,8 +107,6 @@ struct BackendOptions {
   bool deterministic = false;  // batch-invariant kernels (docs/BATCHING.md)
 };
 
-
-
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -22,8 +22,8 @@ absl::StatusOr<WeightId> BindMatrix(const GgufFile& gguf, const std::string& nam
   }
   std::optional<size_t> row_bytes = RowBytes(t->type, static_cast<size_t>(n_in));
   if (!row_bytes) {
-    return Errorf(LLM_ERR_BAD_MODEL, "tensor '%s': row of %d elements does not fit its blocks", name,
-                  n_in);
+    return Errorf(LLM_ERR_BAD_MODEL, "tensor '%s': row of %d elements does not fit its blocks",
+                  name, n_in);
   }
   n_params += t->n_elements;
   return backend.AddMatrix(WeightSource{name, t->type, t->data, n_out, n_in, *row_bytes});
@@ -34,8 +34,8 @@ absl::StatusOr<WeightId> BindVector(const GgufFile& gguf, const std::string& nam
   const GgufTensor* t = gguf.FindTensor(name);
   if (t == nullptr) return Errorf(LLM_ERR_BAD_MODEL, "model lacks tensor '%s'", name);
   if (t->n_elements != static_cast<uint64_t>(n) || t->dims.size() != 1) {
-    return Errorf(LLM_ERR_BAD_MODEL, "tensor '%s' has %d elements, expected %d", name, t->n_elements,
-                  n);
+    return Errorf(LLM_ERR_BAD_MODEL, "tensor '%s' has %d elements, expected %d", name,
+                  t->n_elements, n);
   }
   n_params += t->n_elements;
   return backend.AddVector(WeightSource{name, t->type, t->data, 1, n, t->n_bytes});
@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
                        BindMatrix(gguf, "token_embd.weight", hp.n_embd, hp.n_vocab, np, b));
   LLM_ASSIGN_OR_RETURN(m->output_norm_, BindVector(gguf, "output_norm.weight", hp.n_embd, np, b));
   if (gguf.FindTensor("output.weight") != nullptr) {
-    LLM_ASSIGN_OR_RETURN(m->output_, BindMatrix(gguf, "output.weight", hp.n_embd, hp.n_vocab, np, b));
+    LLM_ASSIGN_OR_RETURN(m->output_,
+                         BindMatrix(gguf, "output.weight", hp.n_embd, hp.n_vocab, np, b));
   } else {
     m->output_ = m->token_embd_;  // tied embeddings
   }
@@ -72,13 +73,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
     LLM_ASSIGN_OR_RETURN(L.attn_norm, BindVector(gguf, p + "attn_norm.weight", hp.n_embd, np, b));
     LLM_ASSIGN_OR_RETURN(L.ffn_norm, BindVector(gguf, p + "ffn_norm.weight", hp.n_embd, np, b));
     LLM_ASSIGN_OR_RETURN(L.wq, BindMatrix(gguf, p + "attn_q.weight", hp.n_embd, hp.q_dim(), np, b));
-    LLM_ASSIGN_OR_RETURN(L.wk, BindMatrix(gguf, p + "attn_k.weight", hp.n_embd, hp.kv_dim(), np, b));
-    LLM_ASSIGN_OR_RETURN(L.wv, BindMatrix(gguf, p + "attn_v.weight", hp.n_embd, hp.kv_dim(), np, b));
+    LLM_ASSIGN_OR_RETURN(L.wk,
+                         BindMatrix(gguf, p + "attn_k.weight", hp.n_embd, hp.kv_dim(), np, b));
+    LLM_ASSIGN_OR_RETURN(L.wv,
+                         BindMatrix(gguf, p + "attn_v.weight", hp.n_embd, hp.kv_dim(), np, b));
     LLM_ASSIGN_OR_RETURN(L.wo,
                          BindMatrix(gguf, p + "attn_output.weight", hp.q_dim(), hp.n_embd, np, b));
-    LLM_ASSIGN_OR_RETURN(L.w_gate, BindMatrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, np, b));
+    LLM_ASSIGN_OR_RETURN(L.w_gate,
+                         BindMatrix(gguf, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, np, b));
     LLM_ASSIGN_OR_RETURN(L.w_up, BindMatrix(gguf, p + "ffn_up.weight", hp.n_embd, hp.n_ff, np, b));
-    LLM_ASSIGN_OR_RETURN(L.w_down, BindMatrix(gguf, p + "ffn_down.weight", hp.n_ff, hp.n_embd, np, b));
+    LLM_ASSIGN_OR_RETURN(L.w_down,
+                         BindMatrix(gguf, p + "ffn_down.weight", hp.n_ff, hp.n_embd, np, b));
   }
   LlamaActivations& a = m->act_;
   a.x = b.DeclareActivation(hp.n_embd, ActivationRows::kTokens);

@@ -24,10 +24,10 @@ class KvBlockTable;
 
 // One sequence's part of a batch.
 struct SequenceStep {
-  KvBlockTable* kv = nullptr;         // receives K/V of positions [pos0, pos0 + n)
-  absl::Span<const int32_t> tokens;   // n new tokens (ids already validated)
-  int64_t pos0 = 0;                   // absolute position of tokens[0]
-  float* logits = nullptr;            // [n_vocab] for the last token, or nullptr
+  KvBlockTable* kv = nullptr;        // receives K/V of positions [pos0, pos0 + n)
+  absl::Span<const int32_t> tokens;  // n new tokens (ids already validated)
+  int64_t pos0 = 0;                  // absolute position of tokens[0]
+  float* logits = nullptr;           // [n_vocab] for the last token, or nullptr
 };
 
 // Host-side description of one pass, reused between passes.
@@ -37,19 +37,19 @@ struct ForwardScratch {
 };
 
 struct LlamaLayer {
-  WeightId attn_norm, ffn_norm;  // [n_embd]
-  WeightId wq, wk, wv, wo;       // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
-  WeightId w_gate, w_up, w_down; // [n_ff x n_embd] x2, [n_embd x n_ff]
+  WeightId attn_norm, ffn_norm;   // [n_embd]
+  WeightId wq, wk, wv, wo;        // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  WeightId w_gate, w_up, w_down;  // [n_ff x n_embd] x2, [n_embd x n_ff]
 };
 
 // The pass's activation buffers ([rows][width] f32 on the backend).
 struct LlamaActivations {
-  ActivationId x;           // [rows][n_embd] the residual stream
-  ActivationId xn;          // [rows][n_embd] normed input / a block's output
-  ActivationId q, k, v;     // [rows][q_dim], [rows][kv_dim] x2
-  ActivationId attn;        // [rows][q_dim] attention output
-  ActivationId gate, up;    // [rows][n_ff]
-  ActivationId logits;      // [logit rows][n_vocab]
+  ActivationId x;         // [rows][n_embd] the residual stream
+  ActivationId xn;        // [rows][n_embd] normed input / a block's output
+  ActivationId q, k, v;   // [rows][q_dim], [rows][kv_dim] x2
+  ActivationId attn;      // [rows][q_dim] attention output
+  ActivationId gate, up;  // [rows][n_ff]
+  ActivationId logits;    // [logit rows][n_vocab]
 };
 
 class LlamaModel {

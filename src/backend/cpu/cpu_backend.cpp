@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
-
 #include <string>
+
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/cpu_kv_storage.h"
 #include "backend/cpu/dequantize.h"
@@ -126,8 +126,9 @@ absl::StatusOr<std::unique_ptr<KvStorage>> CpuBackend::CreateKvStorage(const KvL
 float* CpuBackend::Act(ActivationId id, int64_t width, absl::Status* status) {
   if (id.index < 0 || static_cast<size_t>(id.index) >= activations_.size() ||
       (width != 0 && activations_[id.index].width != width)) {
-    *status = Errorf(LLM_ERR_INTERNAL, "activation %d (width %d) is not a declared buffer of width %d",
-                     id.index, id.width, width);
+    *status =
+        Errorf(LLM_ERR_INTERNAL, "activation %d (width %d) is not a declared buffer of width %d",
+               id.index, id.width, width);
     return nullptr;
   }
   return activations_[id.index].data.data();

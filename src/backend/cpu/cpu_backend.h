@@ -83,9 +83,9 @@ class CpuBackend : public Backend {
   PassDesc pass_;
   int64_t n_rows_ = 0;
   int64_t n_logit_rows_ = 0;
-  std::vector<int64_t> positions_;                      // [n_rows] absolute positions
+  std::vector<int64_t> positions_;                     // [n_rows] absolute positions
   std::vector<std::vector<const uint8_t*>> kv_bases_;  // per sequence: block addresses
-  bool rope_ready_ = false;                             // rope_cos_/sin_ hold rope_spec_'s angles
+  bool rope_ready_ = false;                            // rope_cos_/sin_ hold rope_spec_'s angles
   RopeSpec rope_spec_;
   std::vector<float> rope_cos_, rope_sin_;  // [n_rows][RopePairs]
   std::vector<AttentionJob> attention_jobs_;

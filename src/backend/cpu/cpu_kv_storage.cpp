@@ -30,8 +30,8 @@ bool CpuKvStorage::AddBlocks(int32_t first, int64_t n) noexcept {
   } catch (const std::bad_alloc&) {
     return false;
   }
-  auto* slab = static_cast<uint8_t*>(::operator new[](
-      static_cast<size_t>(n) * block_bytes_, std::align_val_t(kBlockAlign), std::nothrow));
+  auto* slab = static_cast<uint8_t*>(::operator new[](static_cast<size_t>(n) * block_bytes_,
+                                                      std::align_val_t(kBlockAlign), std::nothrow));
   if (slab == nullptr) return false;
   slabs_.push_back(slab);  // capacity reserved: no throw
   for (int64_t i = 0; i < n; ++i) bases_.push_back(slab + static_cast<size_t>(i) * block_bytes_);

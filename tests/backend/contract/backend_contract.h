@@ -48,9 +48,9 @@ using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>()>
 struct ContractBackend {
   std::string name;  // the parameter's name, e.g. "cpu_avx2" ([A-Za-z0-9_])
   BackendFactory create;
-  std::string skip;                  // non-empty: why it cannot run on this host
-  std::function<void()> enter;       // before each test (e.g. select an ISA level)
-  std::function<void()> leave;       // after each test, even a failed one
+  std::string skip;             // non-empty: why it cannot run on this host
+  std::function<void()> enter;  // before each test (e.g. select an ISA level)
+  std::function<void()> leave;  // after each test, even a failed one
 };
 
 inline std::string ContractBackendName(const ::testing::TestParamInfo<ContractBackend>& info) {
@@ -88,7 +88,9 @@ struct LinearTolerance {
 
 inline LinearTolerance LinearToleranceFor(DType t) {
   switch (t) {
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
       return {2e-2, 3e-3};
     default:
       return {1e-4, 2e-5};
@@ -98,7 +100,7 @@ inline LinearTolerance LinearToleranceFor(DType t) {
 // The weight types of the suite: every type dtype.h marks supported and the
 // oracle dequantizes.
 inline std::vector<DType> ContractWeightTypes() {
-  return {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0,
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
           DType::kQ4_1, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
 }
 
@@ -128,8 +130,8 @@ inline std::vector<float> RandomFloats(std::mt19937& rng, size_t n, float lo = 0
 // n_out rows of n_in random elements of `type`, GGUF bytes, row_bytes apart.
 // Quant bytes are random; scales are small f16 of both signs (mins of Q4_1 /
 // K-quants too), so every value is finite and no row is zero.
-inline std::vector<uint8_t> RandomGguf(std::mt19937& rng, DType type, int64_t n_out,
-                                       int64_t n_in, size_t row_bytes) {
+inline std::vector<uint8_t> RandomGguf(std::mt19937& rng, DType type, int64_t n_out, int64_t n_in,
+                                       size_t row_bytes) {
   std::vector<uint8_t> w(static_cast<size_t>(n_out) * row_bytes);
   for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
   auto put16 = [](uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); };
@@ -196,7 +198,10 @@ struct SeqSpec {
   SeqSpec() = default;
   SeqSpec(int64_t n_rows_, int64_t pos0_, bool wants_logits_ = false,
           KvType kv_type_ = KvType::kF16, std::vector<int32_t> blocks_ = {})
-      : n_rows(n_rows_), pos0(pos0_), wants_logits(wants_logits_), kv_type(kv_type_),
+      : n_rows(n_rows_),
+        pos0(pos0_),
+        wants_logits(wants_logits_),
+        kv_type(kv_type_),
         blocks(std::move(blocks_)) {}
   int64_t n_rows = 0;
   int64_t pos0 = 0;
@@ -219,7 +224,8 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
     const ContractBackend& p = GetParam();
     if (!p.skip.empty()) GTEST_SKIP() << p.name << ": " << p.skip;
     seed_ = std::random_device{}();
-    if (const char* s = std::getenv("LLM_CONTRACT_SEED")) seed_ = static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+    if (const char* s = std::getenv("LLM_CONTRACT_SEED"))
+      seed_ = static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
     rng_.seed(seed_);
     if (p.enter) p.enter();
     entered_ = true;

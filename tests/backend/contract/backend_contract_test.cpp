@@ -1,6 +1,8 @@
 // The backend contract (backend_contract.h): every operation of
 // backend/backend.h against the float64 oracle, through the interface only.
 // Each TEST_P runs once per ContractBackend a backend instantiates.
+#include "tests/backend/contract/backend_contract.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +13,6 @@
 
 #include "core/status.h"
 #include "kernels/cpu/ref/reference_kernels.h"
-#include "tests/backend/contract/backend_contract.h"
 
 namespace llm {
 namespace contract {
@@ -23,8 +24,8 @@ std::vector<double> ToDouble(const float* p, size_t n) { return std::vector<doub
 
 // Linear/Logits outputs y [rows][w.n_out] against x [rows][w.n_in] · wᵀ in
 // float64, with w's tolerance (LinearToleranceFor).
-void ExpectLinear(const HostWeight& w, const std::vector<double>& x, int64_t rows,
-                  const float* y, const std::string& what) {
+void ExpectLinear(const HostWeight& w, const std::vector<double>& x, int64_t rows, const float* y,
+                  const std::string& what) {
   std::vector<double> want(static_cast<size_t>(rows * w.n_out)), abs_sum(want.size());
   ref::RefMatMul(w.values.data(), x.data(), w.n_out, w.n_in, rows, want.data(), abs_sum.data());
   const LinearTolerance tol = LinearToleranceFor(w.type);
@@ -55,9 +56,11 @@ TEST_P(BackendContract, EmbedGathersRowsOfEveryType) {
       const HostWeight table = AddRandomMatrix(t, n_vocab, n_in, pad);
       const ActivationId out = b().DeclareActivation(n_in, ActivationRows::kTokens);
       for (int64_t rows : kRowCounts) {
-        SCOPED_TRACE(TypeName(t) + " n_in=" + std::to_string(n_in) + " rows=" + std::to_string(rows));
+        SCOPED_TRACE(TypeName(t) + " n_in=" + std::to_string(n_in) +
+                     " rows=" + std::to_string(rows));
         std::vector<int32_t> tokens;
-        for (int64_t r = 0; r < rows; ++r) tokens.push_back(static_cast<int32_t>(rng()() % n_vocab));
+        for (int64_t r = 0; r < rows; ++r)
+          tokens.push_back(static_cast<int32_t>(rng()() % n_vocab));
         const OwnedPass pass = MakePass({{rows, 0}}, tokens);
         ASSERT_TRUE(b().BeginPass(pass.desc()).ok());
         ASSERT_TRUE(b().Embed(table.id, out).ok());
@@ -127,21 +130,22 @@ TEST_P(BackendContract, RopeUsesEachRowsPositionNormalAndNeox) {
     for (int64_t t = 0; t < s.n_rows; ++t) pos.push_back(s.pos0 + t);
     rows += s.n_rows;
   }
-  for (const Case& c : {Case{64, 64, 3, 10000.0f}, Case{64, 32, 3, 10000.0f},
-                        Case{40, 24, 5, 1e6f}, Case{128, 128, 2, 500000.0f}}) {
+  for (const Case& c : {Case{64, 64, 3, 10000.0f}, Case{64, 32, 3, 10000.0f}, Case{40, 24, 5, 1e6f},
+                        Case{128, 128, 2, 500000.0f}}) {
     ResetBackend();
     const int64_t width = c.n_heads * c.head_dim;
     // Per pass: a normal and a neox rope, then the first spec again (a
     // backend caching angles must key them on the spec), over two passes
     // (positions change between passes).
-    Input a = DeclareInput(rows, width), n = DeclareInput(rows, width), a2 = DeclareInput(rows, width);
+    Input a = DeclareInput(rows, width), n = DeclareInput(rows, width),
+          a2 = DeclareInput(rows, width);
     for (int pass_i = 0; pass_i < 2; ++pass_i) {
       std::vector<SeqSpec> ss = seqs;
       if (pass_i == 1) {
         for (SeqSpec& s : ss) s.pos0 += 13;
       }
-      SCOPED_TRACE("head_dim=" + std::to_string(c.head_dim) + " rope_dims=" +
-                   std::to_string(c.rope_dims) + " pass " + std::to_string(pass_i));
+      SCOPED_TRACE("head_dim=" + std::to_string(c.head_dim) +
+                   " rope_dims=" + std::to_string(c.rope_dims) + " pass " + std::to_string(pass_i));
       const RopeSpec normal{c.head_dim, c.rope_dims, c.base, false};
       const RopeSpec neox{c.head_dim, c.rope_dims, c.base, true};
       const OwnedPass pass = MakePass(ss);
@@ -161,7 +165,8 @@ TEST_P(BackendContract, RopeUsesEachRowsPositionNormalAndNeox) {
         const std::vector<float> got = ReadRows(o.in->act, rows);
         for (int64_t r = 0, k = 0; r < rows; ++r) {
           const int64_t p = pos[static_cast<size_t>(k++)] + (pass_i == 1 ? 13 : 0);
-          std::vector<double> x = ToDouble(o.in->rows.data() + r * width, static_cast<size_t>(width));
+          std::vector<double> x =
+              ToDouble(o.in->rows.data() + r * width, static_cast<size_t>(width));
           const std::vector<double> x0 = x;
           ref::RefRope(x.data(), c.n_heads, c.head_dim, c.rope_dims, p, c.base, o.neox);
           // f32 angles: theta = pos * base^(-2i/d) is off by ~pos ulps.
@@ -174,7 +179,8 @@ TEST_P(BackendContract, RopeUsesEachRowsPositionNormalAndNeox) {
               continue;
             }
             const int64_t half = c.rope_dims / 2;
-            const int64_t partner = o.neox ? (d < half ? i + half : i - half) : (d % 2 ? i - 1 : i + 1);
+            const int64_t partner =
+                o.neox ? (d < half ? i + half : i - half) : (d % 2 ? i - 1 : i + 1);
             ASSERT_NEAR(got[r * width + i], x[i], tol * (std::fabs(x0[i]) + std::fabs(x0[partner])))
                 << (o.neox ? "neox" : "normal") << " row " << r << " pos " << p << " element " << i;
           }
@@ -194,7 +200,8 @@ TEST_P(BackendContract, LinearEveryTypeRowCountAndOddInnerSize) {
       const HostWeight w = AddRandomMatrix(t, n_out, n_in);
       const ActivationId y = b().DeclareActivation(n_out, ActivationRows::kTokens);
       for (int64_t rows : kRowCounts) {
-        const std::string what = TypeName(t) + " n_in=" + std::to_string(n_in) + " rows=" + std::to_string(rows);
+        const std::string what =
+            TypeName(t) + " n_in=" + std::to_string(n_in) + " rows=" + std::to_string(rows);
         SCOPED_TRACE(what);
         Input x = DeclareInput(rows, n_in);
         // Rows split over two sequences (Linear does not care).
@@ -217,9 +224,9 @@ TEST_P(BackendContract, LinearSharedInputTwoToFourWeights) {
     std::vector<int64_t> n_out;
   };
   const std::vector<Group> groups = {
-      {768, {DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {45, 15, 15}},   // Q/K/V, GQA 3
+      {768, {DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {45, 15, 15}},  // Q/K/V, GQA 3
       {160, {DType::kQ8_0, DType::kQ8_0, DType::kQ8_0}, {45, 15, 15}},
-      {96, {DType::kQ4_0, DType::kQ4_1}, {53, 53}},                      // gate/up
+      {96, {DType::kQ4_0, DType::kQ4_1}, {53, 53}},  // gate/up
       {161, {DType::kF16, DType::kBF16, DType::kF32}, {13, 7, 9}},
       {160, {DType::kF16, DType::kBF16, DType::kF32, DType::kQ8_0}, {13, 7, 9, 11}},
       {768, {DType::kQ4_K, DType::kQ8_0, DType::kF16, DType::kQ6_K}, {9, 17, 5, 3}},  // mixed paths
@@ -244,7 +251,8 @@ TEST_P(BackendContract, LinearSharedInputTwoToFourWeights) {
       for (size_t i = 0; i < ws.size(); ++i) {
         const std::string what = "weight " + std::to_string(i) + " of " +
                                  std::to_string(ws.size()) + " (" + TypeName(g.types[i]) +
-                                 ") n_in=" + std::to_string(g.n_in) + " rows=" + std::to_string(rows);
+                                 ") n_in=" + std::to_string(g.n_in) +
+                                 " rows=" + std::to_string(rows);
         const std::vector<float> got = ReadRows(outs[i], rows);
         ExpectLinear(ws[i], ToDouble(x.rows.data(), x.rows.size()), rows, got.data(), what);
       }
@@ -262,7 +270,8 @@ TEST_P(BackendContract, LinearRefusesBadArgumentsAndStaysUsable) {
   ASSERT_TRUE(b().BeginPass(pass.desc()).ok());
   ASSERT_TRUE(b().Embed(x.table.id, x.act).ok());
   EXPECT_FALSE(b().Linear({}, x.act, {}).ok()) << "no weights";
-  EXPECT_FALSE(b().Linear({a.id, a.id, a.id, a.id, a.id}, x.act, {y, y, y, y, y}).ok()) << "5 weights";
+  EXPECT_FALSE(b().Linear({a.id, a.id, a.id, a.id, a.id}, x.act, {y, y, y, y, y}).ok())
+      << "5 weights";
   EXPECT_FALSE(b().Linear({a.id, a.id}, x.act, {y}).ok()) << "2 weights, 1 output";
   EXPECT_FALSE(b().Linear({a.id, c.id}, x.act, {y, y}).ok()) << "different n_in";
   EXPECT_FALSE(b().Linear({c.id}, x.act, {y}).ok()) << "input narrower than n_in";
@@ -283,9 +292,13 @@ TEST_P(BackendContract, SwiGluSeparateAndInPlace) {
       ResetBackend();
       const int64_t n = 161;
       Input gate = DeclareInput(rows, n, 0.05f, 8.0f), up = DeclareInput(rows, n);
-      const ActivationId out = which == 0 ? b().DeclareActivation(n, ActivationRows::kTokens)
-                                          : which == 1 ? gate.act : up.act;
-      SCOPED_TRACE("out=" + std::string(which == 0 ? "separate" : which == 1 ? "gate" : "up") +
+      const ActivationId out = which == 0   ? b().DeclareActivation(n, ActivationRows::kTokens)
+                               : which == 1 ? gate.act
+                                            : up.act;
+      SCOPED_TRACE("out=" +
+                   std::string(which == 0   ? "separate"
+                               : which == 1 ? "gate"
+                                            : "up") +
                    " rows=" + std::to_string(rows));
       const OwnedPass pass = MakePass({{rows, 0}});
       ASSERT_TRUE(b().BeginPass(pass.desc()).ok());
@@ -338,7 +351,8 @@ TEST_P(BackendContract, LogitsOnlyForSequencesThatWantThem) {
     // Mixed: empty sequences wanting logits produce no row; 18 sampling
     // sequences in the second pass (more than a 16-row decode batch).
     std::vector<std::vector<SeqSpec>> passes = {
-        {{3, 0, true}, {0, 4, true}, {5, 2, false}, {1, 9, true}, {17, 0, true}, {2, 0, false}}, {}};
+        {{3, 0, true}, {0, 4, true}, {5, 2, false}, {1, 9, true}, {17, 0, true}, {2, 0, false}},
+        {}};
     for (int i = 0; i < 18; ++i) passes[1].push_back({1 + i % 3, i, true});
     for (const std::vector<SeqSpec>& specs : passes) {
       int64_t rows = 0;
@@ -358,7 +372,8 @@ TEST_P(BackendContract, LogitsOnlyForSequencesThatWantThem) {
       std::vector<float> got(static_cast<size_t>(n * n_vocab));
       std::vector<double> xn(static_cast<size_t>(n * n_embd));
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(b().ReadActivation(logits, i, got.data() + i * n_vocab).ok()) << "logit row " << i;
+        ASSERT_TRUE(b().ReadActivation(logits, i, got.data() + i * n_vocab).ok())
+            << "logit row " << i;
         const std::vector<double> xr =
             ToDouble(x.rows.data() + logit_rows[i] * n_embd, static_cast<size_t>(n_embd));
         ref::RefRmsNorm(xr.data(), norm.values.data(), n_embd, eps, xn.data() + i * n_embd);
@@ -466,14 +481,14 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
 
       // The sequences (the shared prefix: blocks 0, 1 of s2 are s3's too).
       std::vector<SeqSpec> specs;
-      specs.push_back({7, 0, true, T, take(1)});                        // prefill, block part full
-      specs.push_back({0, 3, true, T, take(1)});                        // empty sequence
-      specs.push_back({1, 2 * bt + 3, true, T, take(3)});               // decode after history
+      specs.push_back({7, 0, true, T, take(1)});           // prefill, block part full
+      specs.push_back({0, 3, true, T, take(1)});           // empty sequence
+      specs.push_back({1, 2 * bt + 3, true, T, take(3)});  // decode after history
       std::vector<int32_t> fork = {specs[2].blocks[0], specs[2].blocks[1]};
       for (int32_t id : take((2 * bt + 5 + 4 + bt - 1) / bt - 2)) fork.push_back(id);
-      specs.push_back({4, 2 * bt + 5, false, T, fork});                 // fork of s2's prefix
+      specs.push_back({4, 2 * bt + 5, false, T, fork});  // fork of s2's prefix
       specs.push_back({17, bu - 3, true, U, take((bu - 3 + 17 + bu - 1) / bu)});  // other KV type
-      specs.push_back({1, 5, true, T, take(1)});                        // short history
+      specs.push_back({1, 5, true, T, take(1)});                                  // short history
       const size_t n_seq = specs.size();
 
       // History (positions < pos0) of each sequence, both layers, through
@@ -501,8 +516,9 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
       std::vector<uint8_t> blk(L.block_bytes());
       auto elem_ptr = [&](uint8_t* base, KvType t, bool is_v, int64_t l, int64_t p, int64_t e) {
         const size_t off = is_v ? L.v_offset(t, l) : L.k_offset(t, l);
-        return base + off + static_cast<size_t>((p % KvLayout::block_tokens(t)) * re + e) *
-                                KvLayout::elem_bytes(t);
+        return base + off +
+               static_cast<size_t>((p % KvLayout::block_tokens(t)) * re + e) *
+                   KvLayout::elem_bytes(t);
       };
       for (size_t s = 0; s < n_seq; ++s) {
         const KvType t = specs[s].kv_type;
@@ -521,7 +537,8 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
       }
       // Snapshot of every block before the pass.
       std::vector<std::vector<uint8_t>> before(n_blocks, std::vector<uint8_t>(L.block_bytes()));
-      for (int32_t id = 0; id < n_blocks; ++id) ASSERT_TRUE(kv->ReadBlock(id, before[id].data()).ok());
+      for (int32_t id = 0; id < n_blocks; ++id)
+        ASSERT_TRUE(kv->ReadBlock(id, before[id].data()).ok());
 
       // The pass: per layer, q/k/v from Embed, StoreKv, Attention.
       int64_t rows = 0;
@@ -629,7 +646,8 @@ TEST_P(BackendContract, BeginPassRefusesBadTilingAndStaysUsable) {
     s.row0 = row0;
     s.n_rows = n_rows;
     s.pos0 = pos0;
-    s.kv = KvBlockList{absl::MakeConstSpan(blocks.data(), static_cast<size_t>(n_blocks)), KvType::kF16};
+    s.kv = KvBlockList{absl::MakeConstSpan(blocks.data(), static_cast<size_t>(n_blocks)),
+                       KvType::kF16};
     return s;
   };
   struct Bad {
@@ -649,7 +667,13 @@ TEST_P(BackendContract, BeginPassRefusesBadTilingAndStaysUsable) {
       {"negative n_rows", {seq(0, -1, 0), seq(-1, 6, 0)}, 5},
       {"negative pos0", {seq(0, 5, -2)}, 5},
       {"too few KV blocks", {seq(0, 5, 30)}, 5},
-      {"too few KV blocks (F32)", {[&] { auto s = seq(0, 5, 12); s.kv.type = KvType::kF32; return s; }()}, 5},
+      {"too few KV blocks (F32)",
+       {[&] {
+         auto s = seq(0, 5, 12);
+         s.kv.type = KvType::kF32;
+         return s;
+       }()},
+       5},
       {"a block without storage", {no_storage}, 5},
   };
   Input x = DeclareInput(5, 33), y = DeclareInput(5, 33);

@@ -30,8 +30,8 @@ ContractBackend CpuAt(SimdLevel level, bool deterministic) {
     return CreateCpuBackend(o);
   };
   if (static_cast<int>(level) > static_cast<int>(DetectSimdLevel())) {
-    c.skip = std::string("this host has no ") + SimdLevelName(level) + " (best: " +
-             SimdLevelName(DetectSimdLevel()) + ")";
+    c.skip = std::string("this host has no ") + SimdLevelName(level) +
+             " (best: " + SimdLevelName(DetectSimdLevel()) + ")";
   }
   c.enter = [level] { SetSimdLevelForTesting(level); };
   c.leave = [] { SetSimdLevelForTesting(std::nullopt); };

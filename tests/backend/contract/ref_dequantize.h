@@ -29,8 +29,14 @@ inline double RefHalf(const uint8_t* p) {
 // The types the suite covers; RefDequantizeRow returns false for others.
 inline bool RefDequantizeSupports(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ4_0:
-    case DType::kQ4_1: case DType::kQ8_0: case DType::kQ4_K: case DType::kQ6_K:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K:
       return true;
     default:
       return false;

@@ -3,6 +3,8 @@
 // tools/gen_dequant_goldens.py; float32 values). float32 rounds each term of
 // a value, so the float64 value is within a few float32 ulps of the golden,
 // relative to the magnitude of its terms.
+#include "tests/backend/contract/ref_dequantize.h"
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -12,7 +14,6 @@
 
 #include "core/dtype.h"
 #include "gtest/gtest.h"
-#include "tests/backend/contract/ref_dequantize.h"
 
 namespace llm {
 namespace contract {
