@@ -1,4 +1,4 @@
-# Layering rule (DESIGN.md §4, docs/ARCHITECTURE.md): engine code -- src/model,
+# Layering rule (docs/ARCHITECTURE.md): engine code -- src/model,
 # src/engine, src/kv -- talks to the hardware only through
 # src/backend/backend.h. It never includes a backend's own headers
 # (src/backend/<device>/), oneDNN or CUDA. Run at build time (the llm_layering

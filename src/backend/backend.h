@@ -1,4 +1,4 @@
-// The interface between the engine and the hardware (DESIGN.md §1, §4).
+// The interface between the engine and the hardware (docs/ARCHITECTURE.md).
 //
 // One Backend per loaded model and device. It owns
 //   - the weights, in the layout its kernels want (the CPU backend keeps
