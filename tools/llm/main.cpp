@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "llm/llm.h"
 
 namespace {
@@ -50,8 +52,8 @@ struct Options {
   std::vector<std::string> stop;
 };
 
-void Usage() {
-  std::fprintf(stderr,
+void Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
                "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
                "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  prefill/decode speed\n"
@@ -156,6 +158,10 @@ int Fail(const char* what, llm_status s) {
 
 struct ProgressState {
   bool quiet = false;
+  // The bar redraws itself with carriage returns: only on a terminal. Into a
+  // log or a pipe it would write a hundred frames; the load time line that
+  // follows is all a log needs.
+  bool terminal = isatty(fileno(stderr)) != 0;
   int last_percent = -1;
 };
 
@@ -163,7 +169,7 @@ struct ProgressState {
 int32_t ProgressBar(float progress, void* user) {
   auto* state = static_cast<ProgressState*>(user);
   const int percent = static_cast<int>(progress * 100 + 0.5f);
-  if (state->quiet || percent == state->last_percent) return 0;
+  if (state->quiet || !state->terminal || percent == state->last_percent) return 0;
   state->last_percent = percent;
   const int width = 40;
   const int filled = static_cast<int>(progress * width + 0.5f);
@@ -661,6 +667,13 @@ int Bench(Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h" || (i == 1 && a == "help")) {
+      Usage(stdout);
+      return 0;
+    }
+  }
   Options o;
   if (!ParseArgs(argc, argv, &o)) {
     Usage();

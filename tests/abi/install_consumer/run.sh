@@ -106,6 +106,22 @@ else
   fail "the find_package(llm) consumer did not configure or build"
 fi
 
+# ---- 3. the installed CLI starts from the prefix alone (its RUNPATH) ------
+echo "== $PREFIX/bin/llm --help, no LD_LIBRARY_PATH"
+if [ -x "$PREFIX/bin/llm" ]; then
+  out=$(env -u LD_LIBRARY_PATH "$PREFIX/bin/llm" --help 2>&1)
+  rc=$?
+  case "$out" in
+    usage:*) [ $rc -eq 0 ] && echo "   starts, prints its usage" || fail "llm --help exited $rc" ;;
+    *) fail "the installed llm did not start or print its usage (exit $rc): $out" ;;
+  esac
+  got=$(env -u LD_LIBRARY_PATH ldd "$PREFIX/bin/llm" | awk '/libllm.so/ {print $3}')
+  [ -n "$got" ] && [ "$(realpath "$got")" = "$(realpath "$LIBDIR/libllm.so.$MAJOR")" ] ||
+    fail "the installed llm loads '$got', not $LIBDIR/libllm.so.$MAJOR"
+else
+  fail "bin/llm not installed"
+fi
+
 if [ $FAILED -ne 0 ]; then
   echo "install test FAILED" >&2
   exit 1
