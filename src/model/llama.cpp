@@ -109,6 +109,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
   // The pass: each step's rows in order, with its block table.
   s.sequences.clear();
   s.tokens.clear();
+  int64_t n_logit_rows = 0;
   for (const SequenceStep& step : steps) {
     PassSequence seq;
     seq.row0 = static_cast<int64_t>(s.tokens.size());
@@ -116,6 +117,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     seq.pos0 = step.pos0;
     seq.kv = step.kv->block_list();
     seq.wants_logits = step.logits != nullptr;
+    if (seq.wants_logits && seq.n_rows > 0) ++n_logit_rows;
     s.sequences.push_back(seq);
     s.tokens.insert(s.tokens.end(), step.tokens.begin(), step.tokens.end());
   }
@@ -146,12 +148,9 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
   }
   // Logits only for each sampling sequence's last token (none for a pass of
   // prefill chunks that are not their step's last: no launch at all then).
-  const bool any_logits = std::any_of(steps.begin(), steps.end(), [](const SequenceStep& step) {
-    return step.logits != nullptr && !step.tokens.empty();
-  });
-  if (any_logits) LLM_RETURN_IF_ERROR(b.Logits(a.x, output_norm_, eps, output_, a.logits));
+  if (n_logit_rows > 0) LLM_RETURN_IF_ERROR(b.Logits(a.x, output_norm_, eps, output_, a.logits));
   LLM_RETURN_IF_ERROR(b.EndPass());
-  int64_t i = 0;
+  int64_t i = 0;  // logit rows come in step order
   for (const SequenceStep& step : steps) {
     if (step.logits == nullptr || step.tokens.empty()) continue;
     LLM_RETURN_IF_ERROR(b.ReadActivation(a.logits, i++, step.logits));

@@ -38,6 +38,7 @@
 #include "core/half.h"
 #include "gtest/gtest.h"
 #include "tests/backend/contract/ref_dequantize.h"
+#include "tests/backend/random_inputs.h"
 
 namespace llm {
 namespace contract {
@@ -113,71 +114,11 @@ inline std::vector<int64_t> OddInnerSizes(DType t) {
   return {3 * be, 5 * be};
 }
 
-// ---- random inputs -------------------------------------------------------------
-
-inline float NonZero(std::mt19937& rng, float lo = 0.05f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> mag(lo, hi);
-  return (rng() & 1) ? mag(rng) : -mag(rng);
-}
-
-inline std::vector<float> RandomFloats(std::mt19937& rng, size_t n, float lo = 0.05f,
-                                       float hi = 1.0f) {
-  std::vector<float> v(n);
-  for (float& f : v) f = NonZero(rng, lo, hi);
-  return v;
-}
-
-// n_out rows of n_in random elements of `type`, GGUF bytes, row_bytes apart.
-// Quant bytes are random; scales are small f16 of both signs (mins of Q4_1 /
-// K-quants too), so every value is finite and no row is zero.
-inline std::vector<uint8_t> RandomGguf(std::mt19937& rng, DType type, int64_t n_out, int64_t n_in,
-                                       size_t row_bytes) {
-  std::vector<uint8_t> w(static_cast<size_t>(n_out) * row_bytes);
-  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-  auto put16 = [](uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); };
-  auto f16 = [&](uint8_t* p, float lo, float hi) { put16(p, F32ToF16(NonZero(rng, lo, hi))); };
-  for (int64_t o = 0; o < n_out; ++o) {
-    uint8_t* row = w.data() + o * row_bytes;
-    switch (type) {
-      case DType::kF32:
-        for (int64_t i = 0; i < n_in; ++i) {
-          const float f = NonZero(rng);
-          std::memcpy(row + 4 * i, &f, 4);
-        }
-        break;
-      case DType::kF16:
-        for (int64_t i = 0; i < n_in; ++i) f16(row + 2 * i, 0.05f, 1.0f);
-        break;
-      case DType::kBF16:
-        for (int64_t i = 0; i < n_in; ++i) put16(row + 2 * i, F32ToBF16(NonZero(rng)));
-        break;
-      case DType::kQ4_0:
-        for (int64_t b = 0; b < n_in / 32; ++b) f16(row + b * 18, 0.002f, 0.05f);
-        break;
-      case DType::kQ4_1:
-        for (int64_t b = 0; b < n_in / 32; ++b) {
-          f16(row + b * 20, 0.002f, 0.05f);
-          f16(row + b * 20 + 2, 0.01f, 0.3f);
-        }
-        break;
-      case DType::kQ8_0:
-        for (int64_t b = 0; b < n_in / 32; ++b) f16(row + b * 34, 0.002f, 0.05f);
-        break;
-      case DType::kQ4_K:
-        for (int64_t b = 0; b < n_in / 256; ++b) {
-          f16(row + b * 144, 0.0002f, 0.005f);
-          f16(row + b * 144 + 2, 0.0002f, 0.005f);
-        }
-        break;
-      case DType::kQ6_K:
-        for (int64_t b = 0; b < n_in / 256; ++b) f16(row + b * 210 + 208, 0.0002f, 0.005f);
-        break;
-      default:
-        break;
-    }
-  }
-  return w;
-}
+// Random inputs: tests/backend/random_inputs.h (NonZero, RandomVector,
+// RandomWeights).
+using testing_util::NonZero;
+using testing_util::RandomVector;
+using testing_util::RandomWeights;
 
 // ---- the fixture ---------------------------------------------------------------
 
@@ -270,7 +211,7 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
     w.n_out = n_out;
     w.n_in = n_in;
     w.row_bytes = *RowBytes(type, static_cast<size_t>(n_in)) + pad;
-    w.bytes = Keep(RandomGguf(rng_, type, n_out, n_in, w.row_bytes));
+    w.bytes = Keep(RandomWeights(rng_, type, n_out, n_in, w.row_bytes));
     Dequantize(&w);
     Bind(&w, /*vector=*/false);
     return w;
@@ -298,7 +239,7 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
     w.n_out = 1;
     w.n_in = n;
     w.row_bytes = *RowBytes(type, static_cast<size_t>(n));
-    w.bytes = Keep(RandomGguf(rng_, type, 1, n, w.row_bytes));
+    w.bytes = Keep(RandomWeights(rng_, type, 1, n, w.row_bytes));
     Dequantize(&w);
     Bind(&w, true);
     return w;
@@ -387,7 +328,7 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
   };
   Input DeclareInput(int64_t n_rows, int64_t width, float lo = 0.05f, float hi = 1.0f) {
     Input in;
-    in.rows = RandomFloats(rng_, static_cast<size_t>(n_rows * width), lo, hi);
+    in.rows = RandomVector(rng_, static_cast<size_t>(n_rows * width), lo, hi);
     in.table = AddF32Matrix(in.rows, n_rows, width);
     in.act = b().DeclareActivation(width, ActivationRows::kTokens);
     return in;
