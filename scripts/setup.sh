@@ -11,7 +11,8 @@ set -euo pipefail
 # fresh machine builds the fuzzers with the same tools as a full one). OpenCL
 # headers and loader:
 # Debian's dnnl-config.cmake calls find_package(OpenCL), but they are only a
-# Recommends of libdnnl-dev, which --no-install-recommends skips.
+# Recommends of libdnnl-dev, which --no-install-recommends skips. Bindings
+# (bindings/*/test.sh): rustc + cargo (Rust 1.63), golang-go (Go 1.19).
 # scripts/check_build_deps.py (run by test.sh) fails when a configured build
 # uses a package that this list does not cover.
 #
@@ -20,7 +21,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev opencl-headers
           libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
           python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev
-          libomp-14-dev lld llvm)
+          libomp-14-dev lld llvm rustc cargo golang-go)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
