@@ -32,20 +32,15 @@ impl Drop for ModelHandle {
 }
 
 /// Where a model runs (`llm_model_params.device`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Device {
     /// The best device this build and host have (the default).
+    #[default]
     Auto,
     Cpu,
     /// An NVIDIA GPU: `Unsupported` from a build without CUDA, `Device` from
     /// a host without a usable GPU; never a silent fallback to the CPU.
     Cuda,
-}
-
-impl Default for Device {
-    fn default() -> Self {
-        Device::Auto
-    }
 }
 
 /// Load options; zero/false fields take the library's defaults.
