@@ -458,3 +458,64 @@ func TestForkSaveLoadStats(t *testing.T) {
 		t.Fatal(st, err)
 	}
 }
+
+func TestProgressAndLogCallbacks(t *testing.T) {
+	path := modelPath(t)
+	var mu sync.Mutex
+	var messages []string
+	if err := SetLogCallback(LogInfo, func(level int, m string) {
+		mu.Lock()
+		messages = append(messages, m)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []float32
+	m, err := LoadModel(path, &ModelParams{NThreads: 1, Progress: func(p float32) bool {
+		seen = append(seen, p)
+		return true
+	}})
+	if err := SetLogCallback(LogError, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if len(seen) == 0 || seen[len(seen)-1] != 1 {
+		t.Fatalf("progress %v", seen)
+	}
+	mu.Lock()
+	n := len(messages)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("no log message at INFO during a load")
+	}
+	_, err = LoadModel(path, &ModelParams{Progress: func(float32) bool { return false }})
+	wantStatus(t, err, ErrCancelled, "load cancelled by its progress callback")
+}
+
+func TestStreamAbandonedByContext(t *testing.T) {
+	m := loadModel(t, false)
+	s := greedySession(t, m, 0)
+	prompt, _ := m.Tokenize("Once upon a time", true, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	pieces, wait := s.Stream(ctx, prompt, GenerateOptions{MaxTokens: 200})
+	<-pieces // one piece, then walk away
+	cancel()
+	for range pieces { // the channel is closed once the generation ended
+	}
+	_, err := wait()
+	// Either the cancel landed in the call, or the callback saw the done
+	// context first and stopped the generation (LLM_OK, StopCallback).
+	if err != nil {
+		wantStatus(t, err, ErrCancelled, "abandoned stream")
+	}
+	// The session is free and usable again.
+	if err := s.Prefill(context.Background(), prompt); err != nil {
+		t.Fatalf("the session is not usable after an abandoned stream: %v", err)
+	}
+	if _, err := s.Decode(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -367,3 +367,103 @@ fn fork_save_load_and_stats() {
     assert!(session.stats().unwrap().iterations > 0);
     assert!(model.chat_template().unwrap().is_some());
 }
+
+#[test]
+fn progress_and_log_callbacks() {
+    let path = match model_path("callbacks") {
+        Some(p) => p,
+        None => return,
+    };
+    let messages = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = messages.clone();
+    llm::set_log_callback(llm::LogLevel::Info, move |_, m| {
+        sink.lock().unwrap().push(m.to_string())
+    })
+    .unwrap();
+    let params = llm::ModelParams {
+        n_threads: 1,
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    let model = Model::load_with_progress(&path, &params, |p| {
+        seen.push(p);
+        true
+    });
+    llm::clear_log_callback().unwrap();
+    model.unwrap();
+    assert!(
+        !seen.is_empty() && *seen.last().unwrap() == 1.0,
+        "{:?}",
+        seen
+    );
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{:?}", seen);
+    assert!(
+        !messages.lock().unwrap().is_empty(),
+        "no log message at INFO during a load"
+    );
+
+    // Returning false cancels the load.
+    let err = Model::load_with_progress(&path, &params, |_| false).unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled, "{}", err);
+}
+
+#[test]
+fn dropping_a_stream_mid_step_and_cancelling_a_polled_step() {
+    let path = match model_path("stream_drop") {
+        Some(p) => p,
+        None => return,
+    };
+    let model = load(&path, false);
+    let ids = model
+        .tokenize("The lantern lit the way", true, false)
+        .unwrap();
+    let mut session = model.session(&SessionParams::greedy()).unwrap();
+    session.prefill(&ids).unwrap();
+    let before = session.n_tokens().unwrap();
+    {
+        // Submit a decode step and drop the stream while it may still run.
+        let mut stream = session.stream(&[], 4);
+        let _ = stream.try_next().unwrap();
+    }
+    // The dropped stream collected its step: the session is free again. The
+    // step was cancelled, or had already been collected as a token.
+    let after = session.n_tokens().unwrap();
+    assert!(
+        after == before || after == before + 1,
+        "{} -> {}",
+        before,
+        after
+    );
+    session.rewind(before).unwrap();
+
+    // A cancel from another thread while a polled step runs: try_next reports
+    // it and the session is as before that step.
+    let cancel = session.cancel_handle();
+    let mut stream = session.stream(&[], 4);
+    assert!(matches!(
+        stream.try_next().unwrap(),
+        TryNext::Pending | TryNext::Token(_)
+    ));
+    thread::spawn(move || cancel.cancel().unwrap())
+        .join()
+        .unwrap();
+    let mut outcome = None;
+    for _ in 0..1_000_000 {
+        match stream.try_next() {
+            Ok(TryNext::Pending) => thread::yield_now(),
+            Ok(TryNext::Token(_)) => continue,
+            Ok(TryNext::Finished) => break,
+            Err(e) => {
+                outcome = Some(e);
+                break;
+            }
+        }
+    }
+    let err = outcome.expect("the cancel was not reported");
+    assert_eq!(err.status(), Status::Cancelled, "{}", err);
+    assert_eq!(stream.try_next().unwrap(), TryNext::Finished);
+    drop(stream);
+    let n = session.n_tokens().unwrap();
+    assert!(n >= before && n <= before + 1, "{}", n);
+    session.decode().unwrap();
+}
