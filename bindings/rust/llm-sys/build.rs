@@ -12,6 +12,7 @@ use std::env;
 use std::process::Command;
 
 fn main() {
+    let mut dirs: Vec<String> = Vec::new();
     println!("cargo:rerun-if-env-changed=LLM_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-changed=build.rs");
@@ -20,6 +21,7 @@ fn main() {
         let dir = dir.to_string_lossy().into_owned();
         println!("cargo:rustc-link-search=native={}", dir);
         println!("cargo:lib_dir={}", dir);
+        dirs.push(dir);
     } else {
         match Command::new("pkg-config")
             .args(["--libs-only-L", "llm"])
@@ -31,6 +33,7 @@ fn main() {
                     if let Some(dir) = flag.strip_prefix("-L") {
                         println!("cargo:rustc-link-search=native={}", dir);
                         println!("cargo:lib_dir={}", dir);
+                        dirs.push(dir.to_string());
                     }
                 }
             }
@@ -41,4 +44,6 @@ fn main() {
         }
     }
     println!("cargo:rustc-link-lib=dylib=llm");
+    // For tests/header.rs: where the linked libllm.so is (its exported symbols).
+    println!("cargo:rustc-env=LLM_SYS_LIB_DIRS={}", dirs.join(":"));
 }

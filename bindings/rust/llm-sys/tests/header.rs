@@ -10,6 +10,8 @@
 //!   same size, alignment and field offsets as a C compiler (`$CC`, default
 //!   `cc`) gives for the header on this platform.
 //!
+//! - Symbols: every `llm_*` function libllm.so exports (`nm -D`) is declared.
+//!
 //! The header is `$LLM_HEADER`, default `../../../include/llm/llm.h` (the
 //! repository's). A mismatch fails with the name of the declaration.
 use std::collections::BTreeMap;
@@ -684,4 +686,64 @@ fn parser_maps_c_types() {
         c_decl("char name[128]"),
         ("name".to_string(), "[c_char; 128]".to_string())
     );
+}
+
+#[test]
+fn every_exported_symbol_is_declared() {
+    let lib = env!("LLM_SYS_LIB_DIRS")
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("libllm.so"))
+        .find(|p| p.exists());
+    let lib = match lib {
+        Some(lib) => lib,
+        None => {
+            eprintln!(
+                "SKIP: libllm.so was found on the linker's default path, not in a known directory"
+            );
+            return;
+        }
+    };
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("running nm (binutils)");
+    assert!(out.status.success(), "nm -D {}", lib.display());
+    let exported: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // "ADDRESS T name@@VERSION": functions only.
+            match w.as_slice() {
+                [_, "T", name] => Some(name.split('@').next().unwrap().to_string()),
+                _ => None,
+            }
+        })
+        .filter(|n| n.starts_with("llm_"))
+        .collect();
+    let (_, binding) = load();
+    assert!(
+        exported.len() > 50,
+        "{} exports {:?}",
+        lib.display(),
+        exported
+    );
+    for name in &exported {
+        assert!(
+            binding.functions.contains_key(name),
+            "{} exports {} but llm-sys does not declare it",
+            lib.display(),
+            name
+        );
+    }
+    for name in binding.functions.keys() {
+        assert!(
+            exported.contains(name),
+            "llm-sys declares {} but {} does not export it",
+            name,
+            lib.display()
+        );
+    }
 }
