@@ -6,8 +6,9 @@
 // and, outside the loader's default paths, LD_LIBRARY_PATH=P/lib. Against a
 // build directory, point PKG_CONFIG_PATH at a directory holding an llm.pc
 // whose Libs and Cflags name the build directory and the repository's
-// include/ (bindings/go/test.sh writes one), or set CGO_CFLAGS and
-// CGO_LDFLAGS yourself with PKG_CONFIG pointing at a stub.
+// include/ (bindings/go/test.sh writes one), or set PKG_CONFIG=true (a
+// pkg-config that answers nothing) with CGO_CFLAGS=-I<repo>/include and
+// CGO_LDFLAGS="-L<build> -lllm".
 //
 // Threads: a Model may be used from any number of goroutines. A Session
 // serves one call at a time (a second concurrent call fails with
