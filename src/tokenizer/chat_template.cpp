@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -470,8 +471,8 @@ std::string ExtractChatMLDefaultSystem(std::string_view t) {
 // variants that render differently (tools, reasoning, other defaults).
 struct Signature {
   ChatTemplate kind;
-  std::initializer_list<std::string_view> all_of;
-  std::initializer_list<std::string_view> none_of;
+  std::vector<std::string_view> all_of;
+  std::vector<std::string_view> none_of;
 };
 
 bool Matches(std::string_view t, const Signature& s) {
@@ -484,100 +485,104 @@ bool Matches(std::string_view t, const Signature& s) {
   return true;
 }
 
-// Checked in order; the first match wins.
-const Signature kSignatures[] = {
-    // Qwen3 (hybrid thinking, Qwen3-0.6B ... Qwen3-32B).
-    {ChatTemplate::kQwen3,
-     {"<|im_start|>", "enable_thinking is defined and enable_thinking is false",
-      "'<think>\\n\\n</think>\\n\\n'", "ns.last_query_index", "multi_step_tool",
-      "reasoning_content.strip('\\n')", "'<|im_start|>' + message.role + '\\n' + content",
-      "<tool_response>"},
-     {}},
-    // Qwen2.5 Instruct (also Coder): default system prompt, tools.
-    {ChatTemplate::kQwen25,
-     {"<|im_start|>", "{%- if tools %}", "(message.role == \"system\" and not loop.first)",
-      "(message.role == \"assistant\" and not message.tool_calls)", "<tool_response>"},
-     {"<think>", "reasoning", "enable_thinking"}},
-    // Plain ChatML: one turn per message, nothing else.
-    {ChatTemplate::kChatML,
-     {"<|im_start|>", "<|im_end|>", "add_generation_prompt"},
-     {"tool", "think", "reasoning", "<|im_sep|>", "<end_of_utterance>", "namespace",
-      "raise_exception", "trim", "strip", "date", "[-1]", "loop.last", "image",
-      "<|im_start|>user"}},
-    // Llama 3.1 and 3.3 (byte-identical templates).
-    {ChatTemplate::kLlama31,
-     {"<|start_header_id|>", "{%- set date_string = \"26 Jul 2024\" %}",
-      "\"Cutting Knowledge Date: December 2023\\n\"", "\"Today Date: \" + date_string + \"\\n\\n\"",
-      "{%- set system_message = messages[0]['content']|trim %}",
-      "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
-      "trim + '<|eot_id|>'",
-      "builtin_tools", "{{- system_message }}", "{{- bos_token }}"},
-     {"strftime_now"}},
-    // Llama 3.2 (1B/3B; strftime_now, no built-in tools).
-    {ChatTemplate::kLlama32,
-     {"<|start_header_id|>", "strftime_now(\"%d %b %Y\")",
-      "{%- set date_string = \"26 Jul 2024\" %}", "\"Cutting Knowledge Date: December 2023\\n\"",
-      "\"Today Date: \" + date_string + \"\\n\\n\"",
-      "{%- set system_message = messages[0]['content']|trim %}",
-      "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
-      "trim + '<|eot_id|>'",
-      "{{- system_message }}", "{{- bos_token }}"},
-     {"builtin_tools"}},
-    // Llama 3 (3.0) Instruct.
-    {ChatTemplate::kLlama3,
-     {"<|start_header_id|>", "<|end_header_id|>", "message['content'] | trim + '<|eot_id|>'",
-      "bos_token + content", "add_generation_prompt"},
-     {"Cutting Knowledge", "date", "tool", "function", "system_message", "ipython"}},
-    // Gemma 3: system folded into the first user turn.
-    {ChatTemplate::kGemma,
-     {"<start_of_turn>", "first_user_prefix", "{{ message['content'] | trim }}",
-      "Conversation roles must alternate user/assistant/user/assistant/...", "{{ bos_token }}"},
-     {"tool", "System role not supported"}},
-    // Gemma 1 and 2: system messages refused.
-    {ChatTemplate::kGemma2,
-     {"<start_of_turn>", "{{ raise_exception('System role not supported') }}",
-      "message['content'] | trim + '<end_of_turn>", "{{ bos_token }}",
-      "Conversation roles must alternate user/assistant/user/assistant/..."},
-     {"tool", "first_user_prefix"}},
-    // Phi-3.5-mini / Phi-3 (current).
-    {ChatTemplate::kPhi3,
-     {"<|user|>", "<|end|>", "message['role'] == 'system' and message['content']",
-      "{% else %}{{ eos_token }}", "add_generation_prompt"},
-     {"bos_token", "tool"}},
-    // The first Phi-3-mini template.
-    {ChatTemplate::kPhi3Legacy,
-     {"<|user|>", "<|end|>", "{{ bos_token }}", "'<|assistant|>' + '",
-      "message['content'] + '<|end|>'"},
-     {"system", "add_generation_prompt", "tool", "eos_token"}},
-    // Zephyr.
-    {ChatTemplate::kZephyr,
-     {"<|user|>", "<|assistant|>", "message['content'] + eos_token",
-      "loop.last and add_generation_prompt"},
-     {"<|end|>", "tool"}},
-    // Mistral 'v3' (Mistral-7B-Instruct-v0.3, Mistral-Large-2407).
-    {ChatTemplate::kMistralV3,
-     {"[INST]", "[AVAILABLE_TOOLS]", "loop.last and system_message is defined",
-      "\"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"",
-      "\" \" + message[\"content\"]|trim + eos_token", "{{- bos_token }}"},
-     {"[SYSTEM_PROMPT]"}},
-    // Mistral 'v3-tekken' (Mistral-Nemo-2407).
-    {ChatTemplate::kMistralV3Tekken,
-     {"[INST]", "[AVAILABLE_TOOLS]", "loop.last and system_message is defined",
-      "\"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"",
-      "{{- message[\"content\"] + eos_token}}", "{{- bos_token }}"},
-     {"[SYSTEM_PROMPT]"}},
-    // Mistral 'v1' (Mistral-7B-Instruct v0.1/v0.2, with a system prompt).
-    {ChatTemplate::kMistral,
-     {"[INST]", "' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]'",
-      "' [INST] ' + message['content'] + ' [/INST]'", "' ' + message['content'] + eos_token",
-      "{{- bos_token }}"},
-     {"[SYSTEM_PROMPT]", "tool"}},
-    // Llama-2-chat.
-    {ChatTemplate::kLlama2,
-     {"[INST]", "<<SYS>>", "bos_token + '[INST] ' + content.strip() + ' [/INST]'",
-      "' '  + content.strip() + ' ' + eos_token", "loop.index0 == 0 and system_message != false"},
-     {"tool"}},
-};
+// Checked in order; the first match wins. (Built once, never destroyed.)
+const std::vector<Signature>& Signatures() {
+  static const auto* signatures = new std::vector<Signature>{
+      // Qwen3 (hybrid thinking, Qwen3-0.6B ... Qwen3-32B).
+      {ChatTemplate::kQwen3,
+       {"<|im_start|>", "enable_thinking is defined and enable_thinking is false",
+        "'<think>\\n\\n</think>\\n\\n'", "ns.last_query_index", "multi_step_tool",
+        "reasoning_content.strip('\\n')", "'<|im_start|>' + message.role + '\\n' + content",
+        "<tool_response>"},
+       {}},
+      // Qwen2.5 Instruct (also Coder): default system prompt, tools.
+      {ChatTemplate::kQwen25,
+       {"<|im_start|>", "{%- if tools %}", "(message.role == \"system\" and not loop.first)",
+        "(message.role == \"assistant\" and not message.tool_calls)", "<tool_response>"},
+       {"<think>", "reasoning", "enable_thinking"}},
+      // Plain ChatML: one turn per message, nothing else.
+      {ChatTemplate::kChatML,
+       {"<|im_start|>", "<|im_end|>", "add_generation_prompt"},
+       {"tool", "think", "reasoning", "<|im_sep|>", "<end_of_utterance>", "namespace",
+        "raise_exception", "trim", "strip", "date", "[-1]", "loop.last", "image",
+        "<|im_start|>user"}},
+      // Llama 3.1 and 3.3 (byte-identical templates).
+      {ChatTemplate::kLlama31,
+       {"<|start_header_id|>", "{%- set date_string = \"26 Jul 2024\" %}",
+        "\"Cutting Knowledge Date: December 2023\\n\"",
+        "\"Today Date: \" + date_string + \"\\n\\n\"",
+        "{%- set system_message = messages[0]['content']|trim %}",
+        "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
+        "trim + '<|eot_id|>'",
+        "builtin_tools", "{{- system_message }}", "{{- bos_token }}"},
+       {"strftime_now"}},
+      // Llama 3.2 (1B/3B; strftime_now, no built-in tools).
+      {ChatTemplate::kLlama32,
+       {"<|start_header_id|>", "strftime_now(\"%d %b %Y\")",
+        "{%- set date_string = \"26 Jul 2024\" %}", "\"Cutting Knowledge Date: December 2023\\n\"",
+        "\"Today Date: \" + date_string + \"\\n\\n\"",
+        "{%- set system_message = messages[0]['content']|trim %}",
+        "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
+        "trim + '<|eot_id|>'",
+        "{{- system_message }}", "{{- bos_token }}"},
+       {"builtin_tools"}},
+      // Llama 3 (3.0) Instruct.
+      {ChatTemplate::kLlama3,
+       {"<|start_header_id|>", "<|end_header_id|>", "message['content'] | trim + '<|eot_id|>'",
+        "bos_token + content", "add_generation_prompt"},
+       {"Cutting Knowledge", "date", "tool", "function", "system_message", "ipython"}},
+      // Gemma 3: system folded into the first user turn.
+      {ChatTemplate::kGemma,
+       {"<start_of_turn>", "first_user_prefix", "{{ message['content'] | trim }}",
+        "Conversation roles must alternate user/assistant/user/assistant/...", "{{ bos_token }}"},
+       {"tool", "System role not supported"}},
+      // Gemma 1 and 2: system messages refused.
+      {ChatTemplate::kGemma2,
+       {"<start_of_turn>", "{{ raise_exception('System role not supported') }}",
+        "message['content'] | trim + '<end_of_turn>", "{{ bos_token }}",
+        "Conversation roles must alternate user/assistant/user/assistant/..."},
+       {"tool", "first_user_prefix"}},
+      // Phi-3.5-mini / Phi-3 (current).
+      {ChatTemplate::kPhi3,
+       {"<|user|>", "<|end|>", "message['role'] == 'system' and message['content']",
+        "{% else %}{{ eos_token }}", "add_generation_prompt"},
+       {"bos_token", "tool"}},
+      // The first Phi-3-mini template.
+      {ChatTemplate::kPhi3Legacy,
+       {"<|user|>", "<|end|>", "{{ bos_token }}", "'<|assistant|>' + '",
+        "message['content'] + '<|end|>'"},
+       {"system", "add_generation_prompt", "tool", "eos_token"}},
+      // Zephyr.
+      {ChatTemplate::kZephyr,
+       {"<|user|>", "<|assistant|>", "message['content'] + eos_token",
+        "loop.last and add_generation_prompt"},
+       {"<|end|>", "tool"}},
+      // Mistral 'v3' (Mistral-7B-Instruct-v0.3, Mistral-Large-2407).
+      {ChatTemplate::kMistralV3,
+       {"[INST]", "[AVAILABLE_TOOLS]", "loop.last and system_message is defined",
+        "\"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"",
+        "\" \" + message[\"content\"]|trim + eos_token", "{{- bos_token }}"},
+       {"[SYSTEM_PROMPT]"}},
+      // Mistral 'v3-tekken' (Mistral-Nemo-2407).
+      {ChatTemplate::kMistralV3Tekken,
+       {"[INST]", "[AVAILABLE_TOOLS]", "loop.last and system_message is defined",
+        "\"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"",
+        "{{- message[\"content\"] + eos_token}}", "{{- bos_token }}"},
+       {"[SYSTEM_PROMPT]"}},
+      // Mistral 'v1' (Mistral-7B-Instruct v0.1/v0.2, with a system prompt).
+      {ChatTemplate::kMistral,
+       {"[INST]", "' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]'",
+        "' [INST] ' + message['content'] + ' [/INST]'", "' ' + message['content'] + eos_token",
+        "{{- bos_token }}"},
+       {"[SYSTEM_PROMPT]", "tool"}},
+      // Llama-2-chat.
+      {ChatTemplate::kLlama2,
+       {"[INST]", "<<SYS>>", "bos_token + '[INST] ' + content.strip() + ' [/INST]'",
+        "' '  + content.strip() + ' ' + eos_token", "loop.index0 == 0 and system_message != false"},
+       {"tool"}},
+  };
+  return *signatures;
+}
 
 // Markers of the families, to say which one an unsupported template resembles.
 constexpr std::pair<std::string_view, std::string_view> kFamilyMarkers[] = {
@@ -698,7 +703,7 @@ absl::StatusOr<ChatTemplate> ChatTemplateFromName(std::string_view name) {
 }
 
 absl::StatusOr<ChatTemplateInfo> DetectChatTemplateInfo(std::string_view t) {
-  for (const Signature& s : kSignatures) {
+  for (const Signature& s : Signatures()) {
     if (!Matches(t, s)) continue;
     ChatTemplateInfo info;
     info.kind = s.kind;
