@@ -187,6 +187,43 @@ TEST(AbiChatOptions, UnknownTemplateNamedThenOverridden) {
   EXPECT_TRUE(Ok(s));
 }
 
+TEST(AbiChatOptions, BadArgumentsLeaveOutputsAlone) {
+  llm_chat_options o;
+  ASSERT_TRUE(Ok(llm_chat_options_init(&o)));
+  char buf[16] = "untouched";
+  size_t len = 7;
+  const size_t es = sizeof(llm_chat_message);
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, nullptr, kSystemUser, 2, es, &o, buf, sizeof buf, &len),
+            LLM_ERR_INVALID_ARGUMENT, {"model", "template_name"}));
+  EXPECT_TRUE(Fails(llm_chat_format_ex(nullptr, "qwen3", nullptr, 2, es, &o, buf, sizeof buf, &len),
+                    LLM_ERR_INVALID_ARGUMENT, {"messages"}));
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, "qwen3", kSystemUser, 0, es, &o, buf, sizeof buf, &len),
+            LLM_ERR_INVALID_ARGUMENT, {"n_messages"}));
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, "qwen3", kSystemUser, 2, 8, &o, buf, sizeof buf, &len),
+            LLM_ERR_INVALID_ARGUMENT, {"message_size"}));
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, "qwen3", kSystemUser, 2, es, &o, buf, sizeof buf, nullptr),
+            LLM_ERR_INVALID_ARGUMENT, {"len_out"}));
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, "qwen4", kSystemUser, 2, es, &o, buf, sizeof buf, &len),
+            LLM_ERR_UNSUPPORTED, {"qwen4", "qwen3"}));
+  const llm_chat_message tool[2] = {{"user", "u"}, {"developer", "d"}};
+  EXPECT_TRUE(Fails(llm_chat_format_ex(nullptr, "qwen3", tool, 2, es, &o, buf, sizeof buf, &len),
+                    LLM_ERR_INVALID_ARGUMENT, {"developer"}));
+  EXPECT_EQ(len, 7u);
+  EXPECT_STREQ(buf, "untouched");
+  // Too small a buffer: the needed size comes back, nothing else.
+  EXPECT_TRUE(
+      Fails(llm_chat_format_ex(nullptr, "qwen3", kSystemUser, 2, es, &o, buf, sizeof buf, &len),
+            LLM_ERR_BUFFER_TOO_SMALL, {"buf"}));
+  EXPECT_EQ(len, std::string("<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello"
+                             "<|im_end|>\n<|im_start|>assistant\n")
+                     .size());
+}
+
 TEST(AbiChatOptions, StructSizes) {
   // Larger (a newer header): accepted with a zero tail, refused otherwise.
   struct Wider {
