@@ -332,7 +332,7 @@ typedef struct llm_chat_message {
  *   "llama3.1"          Llama 3.1 and 3.3 Instruct (reads date_string)
  *   "llama3.2"          Llama 3.2 Instruct (reads date_string)
  *   "mistral"           Mistral 'v1' (Mistral-7B-Instruct v0.1/v0.2)
- *   "mistral-v3"        Mistral 'v3' (Mistral-7B-Instruct v0.3)
+ *   "mistral-v3"        Mistral 'v3' (Mistral-Large-Instruct-2407's template)
  *   "mistral-v3-tekken" Mistral 'v3-tekken' (Mistral-Nemo-2407)
  *   "zephyr"            Zephyr
  *   "phi3"              Phi-3.5-mini / Phi-3

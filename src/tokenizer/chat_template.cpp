@@ -557,7 +557,7 @@ const std::vector<Signature>& Signatures() {
        {"<|user|>", "<|assistant|>", "message['content'] + eos_token",
         "loop.last and add_generation_prompt"},
        {"<|end|>", "tool"}},
-      // Mistral 'v3' (Mistral-7B-Instruct-v0.3, Mistral-Large-2407).
+      // Mistral 'v3' (Mistral-Large-Instruct-2407's template).
       {ChatTemplate::kMistralV3,
        {"[INST]", "[AVAILABLE_TOOLS]", "loop.last and system_message is defined",
         "\"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\"",

@@ -47,7 +47,7 @@ enum class ChatTemplate {
   kLlama32,          // "llama3.2": Llama 3.2 Instruct
   kQwen25,           // "qwen2.5": Qwen2.5 Instruct
   kQwen3,            // "qwen3": Qwen3 (hybrid thinking)
-  kMistralV3,        // "mistral-v3": Mistral-7B-Instruct v0.3, Mistral-Large-2407
+  kMistralV3,        // "mistral-v3": Mistral-Large-Instruct-2407's template
   kMistralV3Tekken,  // "mistral-v3-tekken": Mistral-Nemo-2407
   kPhi3Legacy,       // "phi3-legacy": the first Phi-3-mini template
   kGemma2,           // "gemma2": Gemma 1/2 (refuses system messages)
