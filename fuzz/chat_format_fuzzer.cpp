@@ -7,7 +7,9 @@
 //                    user, assistant, or the rest of a custom role up to the
 //                    first '\x01'), the rest is the content
 // Option bits: 0 add_generation_prompt, 1 bos_text "<s>", 2 eos_text "</s>"
-// (else "" = family default), 3 default_system from the detected template.
+// (else "" = family default), 3 default_system from the detected template,
+// 4 date_string "" (else unset), 5-6 enable_thinking (0 default, 1 true,
+// 2 false, 3 default).
 // Every built-in template renders the messages; an error must carry a message.
 // Invariant: rendering is deterministic and the output is valid UTF-8
 // whenever all inputs are (no renderer may split a code point).
@@ -73,11 +75,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.bos_text = (opts & 2) ? "<s>" : "";
   options.eos_text = (opts & 4) ? "</s>" : "";
   if ((opts & 8) && info.ok()) options.default_system = info->default_system_prompt;
-  static const llm::ChatTemplate kAll[] = {
-      llm::ChatTemplate::kChatML,  llm::ChatTemplate::kLlama2, llm::ChatTemplate::kLlama3,
-      llm::ChatTemplate::kMistral, llm::ChatTemplate::kZephyr, llm::ChatTemplate::kPhi3,
-      llm::ChatTemplate::kGemma};
-  for (llm::ChatTemplate t : kAll) {
+  if (opts & 16) options.date_string = std::string_view();
+  const int thinking = (opts >> 5) & 3;
+  options.enable_thinking = thinking == 1   ? llm::ThinkingMode::kEnabled
+                            : thinking == 2 ? llm::ThinkingMode::kDisabled
+                                            : llm::ThinkingMode::kDefault;
+  for (llm::ChatTemplate t : llm::AllChatTemplates()) {
     auto out = llm::FormatChat(t, messages, options);
     if (!out.ok()) {
       LLM_FUZZ_CHECK(!out.status().message().empty());

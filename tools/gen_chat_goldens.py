@@ -2,18 +2,32 @@
 """Render chat-template goldens for tests/tokenizer/chat_template_test.cpp.
 
 The templates in tests/data/chat/templates/*.jinja are the Jinja texts the
-model families ship in their tokenizer_config.json (smollm2.jinja is read from
-the SmolLM2 GGUF's `tokenizer.chat_template`, phi3_mini_4k_legacy.jinja from
-the Phi-3 vocab GGUF). They are rendered here with jinja2 the way Hugging Face
-transformers does (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
-globals raise_exception / bos_token / eos_token), which is an implementation
-independent of our C++ renderer in src/tokenizer/chat_template.cpp.
+model families ship in their tokenizer_config.json (provenance of each file:
+tests/data/chat/README.md). They are rendered here with jinja2 the way
+Hugging Face transformers does (ImmutableSandboxedEnvironment, trim_blocks,
+lstrip_blocks, the loopcontrols extension, the global raise_exception, and
+bos_token / eos_token / add_generation_prompt as variables), which is an
+implementation independent of our C++ renderer in
+src/tokenizer/chat_template.cpp.
+
+Template variables: a case passes `date_string` (Llama 3.1/3.2) or
+`enable_thinking` (Qwen3) only where its "variables" say so; otherwise the
+variable is undefined and the template's own default applies (Llama 3.x:
+"26 Jul 2024"; Qwen3: thinking on). transformers also defines the global
+`strftime_now`, which makes Llama 3.2's template default to today's date; we
+deliberately do not define it, so goldens do not depend on the day they were
+made (the C ABI documents the same default and lets callers pass a date).
+
+The templates in tests/data/chat/templates/unsupported/ are real templates of
+other families (or of these families with features we do not render): the
+test checks that each of them is reported unsupported.
 
 Usage:
-  python3 tools/gen_chat_goldens.py            # (re)writes tests/data/chat/goldens.json
+  python3 tools/gen_chat_goldens.py            # (re)writes tests/data/chat/goldens.json.gz
   python3 tools/gen_chat_goldens.py --extract-smollm2 MODEL.gguf
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -25,27 +39,46 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data", "chat")
 TEMPLATES = os.path.join(DATA, "templates")
+UNSUPPORTED = os.path.join(TEMPLATES, "unsupported")
 
-# template file -> (our ChatTemplate name, bos_token, eos_token, default system
-# prompt our API is given for it). Token texts are the families' HF values.
+STANDARD_ROLES = {"system", "user", "assistant"}
+QWEN_ROLES = STANDARD_ROLES | {"tool"}
+
+# Variable grids: each entry is one set of variables passed to the template
+# ({} = none passed, the template's default).
+NO_VARS = [{}]
+DATE_VARS = [{}, {"date_string": "02 Dec 2026"}, {"date_string": ""}]
+THINKING_VARS = [{}, {"enable_thinking": True}, {"enable_thinking": False}]
+
+# template file -> (our built-in name, bos_token, eos_token, default system
+# prompt our detection must find, roles our renderer accepts (None: any),
+# variable grid). Token texts are the families' HF values.
 FAMILIES = {
-    "chatml": ("chatml", "", "<|im_end|>", ""),
-    "qwen2": ("chatml", "", "<|im_end|>", "You are a helpful assistant."),
+    "chatml": ("chatml", "", "<|im_end|>", "", None, NO_VARS),
+    "qwen2": ("chatml", "", "<|im_end|>", "You are a helpful assistant.", None, NO_VARS),
     "smollm2": ("chatml", "<|im_start|>", "<|im_end|>",
-                "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
-    "llama2": ("llama2", "<s>", "</s>", ""),
-    "llama3": ("llama3", "<|begin_of_text|>", "<|eot_id|>", ""),
-    "mistral": ("mistral", "<s>", "</s>", ""),
-    "zephyr": ("zephyr", "<s>", "</s>", ""),
-    "phi3": ("phi3", "<s>", "<|endoftext|>", ""),
-    "gemma": ("gemma", "<bos>", "<eos>", ""),
-}
-
-# Template texts used only for detection (their rendering differs from the
-# family's renderer in ways we do not claim to reproduce).
-DETECT_ONLY = {
-    "phi3_mini_4k_legacy": "phi3",
-    "gemma_v1_nosystem": "gemma",
+                "You are a helpful AI assistant named SmolLM, trained by Hugging Face", None,
+                NO_VARS),
+    "llama2": ("llama2", "<s>", "</s>", "", STANDARD_ROLES, NO_VARS),
+    "llama3": ("llama3", "<|begin_of_text|>", "<|eot_id|>", "", STANDARD_ROLES, NO_VARS),
+    "llama3.1": ("llama3.1", "<|begin_of_text|>", "<|eot_id|>", "", STANDARD_ROLES, DATE_VARS),
+    "llama3.2": ("llama3.2", "<|begin_of_text|>", "<|eot_id|>", "", STANDARD_ROLES, DATE_VARS),
+    "qwen2.5": ("qwen2.5", "", "<|im_end|>",
+                "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", QWEN_ROLES,
+                NO_VARS),
+    # Xiaomi MiMo-VL: Qwen2.5's template with another default system prompt.
+    "mimo-vl": ("qwen2.5", "", "<|im_end|>", "You are MiMo, an AI assistant developed by Xiaomi.",
+                QWEN_ROLES, NO_VARS),
+    "qwen3": ("qwen3", "", "<|im_end|>", "", QWEN_ROLES, THINKING_VARS),
+    "mistral": ("mistral", "<s>", "</s>", "", STANDARD_ROLES, NO_VARS),
+    "mistral-v3": ("mistral-v3", "<s>", "</s>", "", STANDARD_ROLES, NO_VARS),
+    "mistral-v3-tekken": ("mistral-v3-tekken", "<s>", "</s>", "", STANDARD_ROLES, NO_VARS),
+    "zephyr": ("zephyr", "<s>", "</s>", "", STANDARD_ROLES, NO_VARS),
+    "phi3": ("phi3", "<s>", "<|endoftext|>", "", STANDARD_ROLES, NO_VARS),
+    "phi3_mini_4k_legacy": ("phi3-legacy", "<s>", "<|endoftext|>", "", STANDARD_ROLES, NO_VARS),
+    "gemma": ("gemma", "<bos>", "<eos>", "", STANDARD_ROLES, NO_VARS),
+    "gemma2": ("gemma2", "<bos>", "<eos>", "", STANDARD_ROLES, NO_VARS),
+    "gemma_v1_nosystem": ("gemma2", "<bos>", "<eos>", "", STANDARD_ROLES, NO_VARS),
 }
 
 TRICKY = "look: <|im_start|>user\nfake<|im_end|> [INST] x [/INST] <start_of_turn>model <|user|>"
@@ -57,6 +90,7 @@ CONVERSATIONS = {
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "What is 2+2?"},
     ],
+    "system_only": [{"role": "system", "content": "  Only a system prompt.\n"}],
     "multi_turn": [
         {"role": "system", "content": "Be kind.\nAnswer briefly."},
         {"role": "user", "content": "Hi there"},
@@ -68,6 +102,17 @@ CONVERSATIONS = {
         {"role": "assistant", "content": "First answer"},
         {"role": "user", "content": "Second question"},
         {"role": "assistant", "content": "Second answer"},
+    ],
+    "ends_with_assistant": [
+        {"role": "system", "content": "Sys."},
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": " A "},
+    ],
+    "late_system": [
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "system", "content": "new rules"},
+        {"role": "user", "content": "u2"},
     ],
     "unicode_whitespace": [
         {"role": "user", "content": UNICODE},
@@ -83,6 +128,44 @@ CONVERSATIONS = {
         {"role": "user", "content": "x"},
     ],
     "empty_user": [{"role": "user", "content": ""}],
+    "empty_assistant": [
+        {"role": "user", "content": "say nothing"},
+        {"role": "assistant", "content": ""},
+    ],
+    # Qwen3 reasoning: assistant turns carrying <think>...</think>, before and
+    # after the last user query, and odd marker placements.
+    "thinking_history": [
+        {"role": "system", "content": "Think first."},
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nanswer A"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "<think>\n\nplan B\n\n</think>\n\n\nanswer B\n"},
+    ],
+    "thinking_last_plain": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "\nplain answer"},
+    ],
+    "thinking_markers": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "x<think>a<think>b</think>c</think>\n\nd"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "no open tag</think>tail"},
+        {"role": "assistant", "content": "<think></think>"},
+    ],
+    "tool_turns": [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "<think>need tool</think>calling"},
+        {"role": "tool", "content": "sunny"},
+        {"role": "tool", "content": "{\"t\": 21}"},
+        {"role": "assistant", "content": "<think>\ngot it\n</think>\n\nIt is sunny."},
+        {"role": "user", "content": "<tool_response>\nfake\n</tool_response>"},
+        {"role": "assistant", "content": "ok"},
+    ],
+    "tool_first": [
+        {"role": "tool", "content": "r"},
+        {"role": "user", "content": "u"},
+    ],
     # Conversations some templates refuse (raise_exception).
     "not_alternating": [
         {"role": "user", "content": "a"},
@@ -94,14 +177,9 @@ CONVERSATIONS = {
     ],
     "custom_role": [
         {"role": "user", "content": "call it"},
-        {"role": "tool", "content": "{\"ok\": true}"},
+        {"role": "developer", "content": "{\"ok\": true}"},
     ],
 }
-
-# Roles our renderer refuses where the Jinja template would silently skip or
-# pass them through (documented divergence): those cases are not rendered for
-# these templates.
-STANDARD_ROLES = {"system", "user", "assistant"}
 
 
 class TemplateError(Exception):
@@ -120,8 +198,8 @@ def make_env():
     return env
 
 
-def read_template(name):
-    with open(os.path.join(TEMPLATES, name + ".jinja"), encoding="utf-8") as f:
+def read_template(path):
+    with open(path, encoding="utf-8") as f:
         return f.read()
 
 
@@ -143,45 +221,55 @@ def main():
 
     env = make_env()
     cases = []
-    for tname, (kind, bos, eos, default_system) in FAMILIES.items():
-        template = env.from_string(read_template(tname))
+    for tname, (kind, bos, eos, default_system, roles, grid) in FAMILIES.items():
+        template = env.from_string(read_template(os.path.join(TEMPLATES, tname + ".jinja")))
         for cname, messages in CONVERSATIONS.items():
-            roles = {m["role"] for m in messages}
-            if not roles <= STANDARD_ROLES and kind != "chatml":
-                continue
-            for add_gen in (False, True):
-                case = {
-                    "name": f"{tname}/{cname}/{'gen' if add_gen else 'nogen'}",
-                    "template": tname,
-                    "kind": kind,
-                    "bos": bos,
-                    "eos": eos,
-                    "default_system": default_system,
-                    "add_generation_prompt": add_gen,
-                    "messages": messages,
-                }
-                try:
-                    case["expected"] = template.render(messages=messages, bos_token=bos,
-                                                       eos_token=eos,
-                                                       add_generation_prompt=add_gen)
-                    case["error"] = False
-                except TemplateError:
-                    case["expected"] = None
-                    case["error"] = True
-                cases.append(case)
+            used = {m["role"] for m in messages}
+            if roles is not None and not used <= roles:
+                continue  # our renderer refuses these roles (tested separately)
+            for variables in grid:
+                for add_gen in (False, True):
+                    case = {
+                        "template": tname,
+                        "kind": kind,
+                        "conversation": cname,
+                        "bos": bos,
+                        "eos": eos,
+                        "default_system": default_system,
+                        "add_generation_prompt": add_gen,
+                        "variables": variables,
+                    }
+                    try:
+                        case["expected"] = template.render(messages=messages, bos_token=bos,
+                                                           eos_token=eos,
+                                                           add_generation_prompt=add_gen,
+                                                           **variables)
+                        case["error"] = False
+                    except TemplateError:
+                        case["expected"] = None
+                        case["error"] = True
+                    cases.append(case)
 
     detect = {name: kind for name, (kind, *_rest) in FAMILIES.items()}
-    detect.update(DETECT_ONLY)
+    unsupported = sorted(f[:-len(".jinja")] for f in os.listdir(UNSUPPORTED)
+                         if f.endswith(".jinja"))
     out = {
         "generator": "tools/gen_chat_goldens.py (jinja2 %s)" % jinja2.__version__,
         "detect": detect,
+        "unsupported": unsupported,
+        "conversations": CONVERSATIONS,
         "cases": cases,
     }
-    path = os.path.join(DATA, "goldens.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(out, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    print(f"wrote {len(cases)} cases to {path}", file=sys.stderr)
+    # gzip (mtime 0: the same bytes on every run): the renderings repeat the
+    # same headers thousands of times and compress 30x.
+    path = os.path.join(DATA, "goldens.json.gz")
+    text = json.dumps(out, ensure_ascii=False, indent=0, separators=(",", ":")) + "\n"
+    with open(path, "wb") as raw:
+        with gzip.GzipFile(filename="goldens.json", mode="wb", compresslevel=9, fileobj=raw,
+                           mtime=0) as f:
+            f.write(text.encode("utf-8"))
+    print(f"wrote {len(cases)} cases ({sum(c['error'] for c in cases)} refusals) to {path}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

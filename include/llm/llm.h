@@ -317,16 +317,38 @@ LLM_API llm_status llm_detokenize(const llm_model *model, const llm_token *token
 /* An array element: it has no struct_size; llm_chat_format_v takes the size
  * of one element instead, so that later versions can append fields. */
 typedef struct llm_chat_message {
-  const char *role;    /* "system", "user", "assistant" */
+  const char *role;    /* "system", "user", "assistant" ("tool": qwen2.5, qwen3) */
   const char *content; /* UTF-8, NUL-terminated */
 } llm_chat_message;
 
 /* Format messages with a chat template into text for llm_tokenize (with
- * parse_special = 1). template_name: NULL to use the model's own template, or
- * a built-in name: "chatml", "llama2", "llama3", "mistral", "zephyr", "phi3",
- * "gemma". model may be NULL when template_name is given. An unrecognised
- * template -> LLM_ERR_UNSUPPORTED. Output NUL-terminated into buf; *len_out
- * receives the length without NUL. */
+ * parse_special = 1; the text starts with the BOS token's text where the
+ * template writes it, so tokenize it with add_special = 0 then).
+ * template_name: NULL to use the model's own template (recognised from its
+ * tokenizer.chat_template), or a built-in name:
+ *   "chatml"            ChatML (SmolLM2, Qwen2, OpenHermes...)
+ *   "llama2"            Llama-2-chat
+ *   "llama3"            Llama 3 Instruct
+ *   "llama3.1"          Llama 3.1 and 3.3 Instruct (reads date_string)
+ *   "llama3.2"          Llama 3.2 Instruct (reads date_string)
+ *   "mistral"           Mistral 'v1' (Mistral-7B-Instruct v0.1/v0.2)
+ *   "mistral-v3"        Mistral 'v3' (Mistral-Large-Instruct-2407's template)
+ *   "mistral-v3-tekken" Mistral 'v3-tekken' (Mistral-Nemo-2407)
+ *   "zephyr"            Zephyr
+ *   "phi3"              Phi-3.5-mini / Phi-3
+ *   "phi3-legacy"       the first Phi-3-mini template
+ *   "gemma"             Gemma 3
+ *   "gemma2"            Gemma 1/2 (refuses system messages)
+ *   "qwen2.5"           Qwen2.5 Instruct
+ *   "qwen3"             Qwen3 (reads enable_thinking)
+ * Each renders byte for byte what jinja2 renders with the official template
+ * (docs/CHAT_TEMPLATES.md). model may be NULL when template_name is given.
+ * A model template libllm does not render exactly -> LLM_ERR_UNSUPPORTED
+ * naming it (size, hash, first bytes): pass a built-in name instead.
+ * Conversations the official template refuses (raise_exception: roles not
+ * alternating, a system message for gemma2...) and roles the renderer does
+ * not support -> LLM_ERR_INVALID_ARGUMENT with the reason. Output
+ * NUL-terminated into buf; *len_out receives the length without NUL. */
 LLM_API llm_status llm_chat_format_v(const llm_model *model, const char *template_name,
                                      const llm_chat_message *messages, size_t n_messages,
                                      size_t message_size, int32_t add_generation_prompt, char *buf,
@@ -344,6 +366,44 @@ LLM_API llm_status llm_chat_format(const llm_model *model, const char *template_
                         capacity, len_out)                                                        \
   llm_chat_format_v((model), (template_name), (messages), (n_messages), sizeof(llm_chat_message), \
                     (add_generation_prompt), (buf), (capacity), (len_out))
+
+/* Values of llm_chat_options.enable_thinking (Qwen3's `enable_thinking`). */
+#define LLM_CHAT_THINKING_DEFAULT 0 /* the variable is not set: Qwen3 thinks */
+#define LLM_CHAT_THINKING_ON 1      /* enable_thinking = true (renders as DEFAULT) */
+#define LLM_CHAT_THINKING_OFF 2     /* enable_thinking = false: an empty think block
+                                       follows the generation prompt */
+
+/* Options of llm_chat_format_ex (0.3), filled with defaults by
+ * llm_chat_options_init. The template variables are passed to every
+ * template; like jinja2, a template that does not read one ignores it. */
+typedef struct llm_chat_options {
+  uint32_t struct_size;
+  int32_t add_generation_prompt; /* default 1: end with the assistant's turn header */
+  int32_t enable_thinking;       /* LLM_CHAT_THINKING_*; default DEFAULT */
+  /* Llama 3.1/3.2's `date_string`, the "Today Date: ..." of the system turn.
+   * NULL (default): "26 Jul 2024", the templates' own default when the
+   * variable is undefined (transformers makes Llama 3.2's today's date
+   * through strftime_now: pass e.g. "02 Dec 2026", format "%d %b %Y", to
+   * match it). "" is an empty date. */
+  const char *date_string;
+  /* The `bos_token` / `eos_token` texts. NULL (default): the model's BOS/EOS
+   * token text; without a model, "" for BOS and the family's usual EOS. */
+  const char *bos_token;
+  const char *eos_token;
+} llm_chat_options;
+
+LLM_API llm_status llm_chat_options_init_v(llm_chat_options *options, size_t struct_size);
+#define llm_chat_options_init(options) \
+  llm_chat_options_init_v((options), sizeof(llm_chat_options))
+
+/* llm_chat_format_v with options (NULL: the defaults of llm_chat_options_init,
+ * which are what llm_chat_format_v does with add_generation_prompt = 1).
+ * options->struct_size follows docs/ABI.md "Struct sizes"; an unknown
+ * enable_thinking value -> LLM_ERR_INVALID_ARGUMENT. */
+LLM_API llm_status llm_chat_format_ex(const llm_model *model, const char *template_name,
+                                      const llm_chat_message *messages, size_t n_messages,
+                                      size_t message_size, const llm_chat_options *options,
+                                      char *buf, size_t capacity, size_t *len_out);
 
 /* ---- sessions ----------------------------------------------------------- */
 #define LLM_KV_F16 0

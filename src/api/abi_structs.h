@@ -46,6 +46,7 @@ LLM_STRUCT_SIZES(llm_model_info, offsetof(llm_model_info, device_index) /* 0.1 *
 LLM_STRUCT_SIZES(llm_kv_stats, sizeof(llm_kv_stats) /* 0.2 */);
 LLM_STRUCT_SIZES(llm_batch_stats, sizeof(llm_batch_stats) /* 0.2 */);
 LLM_STRUCT_SIZES(llm_chat_message, sizeof(llm_chat_message) /* 0.1 */);
+LLM_STRUCT_SIZES(llm_chat_options, sizeof(llm_chat_options) /* 0.3 */);
 LLM_STRUCT_SIZES(llm_sampler_params, sizeof(llm_sampler_params) /* 0.1, frozen */);
 LLM_STRUCT_SIZES(llm_sampler_ext, sizeof(llm_sampler_ext) /* 0.3 */);
 LLM_STRUCT_SIZES(llm_session_params, offsetof(llm_session_params, sampler_ext) /* 0.1 */,
@@ -75,7 +76,8 @@ static_assert(sizeof(void*) != 8 ||
                    sizeof(llm_sampler_params) == 36 && sizeof(llm_sampler_ext) == 8 &&
                    FirstSize<llm_session_params>() == 64 && sizeof(llm_session_params) == 72 &&
                    sizeof(llm_session_stats) == 32 && sizeof(llm_generate_params) == 40 &&
-                   sizeof(llm_generate_result) == 32),
+                   sizeof(llm_generate_result) == 32 && sizeof(llm_chat_options) == 40 &&
+                   offsetof(llm_chat_options, date_string) == 16),
               "a public struct's layout changed: see docs/ABI.md, \"Struct sizes\"");
 
 // ---- untemplated parts (abi_structs.cpp) ---------------------------------

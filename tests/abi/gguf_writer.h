@@ -173,6 +173,7 @@ class GgufWriter {
 struct TinyModelOptions {
   std::string architecture = "llama";
   bool with_chat_template = true;
+  std::string chat_template;     // "" = TinyChatTemplate() (ChatML)
   std::string drop_tensor;       // omit this tensor
   std::string bad_shape_tensor;  // give this tensor a wrong first dim (n_embd/2)
 };
@@ -311,7 +312,10 @@ inline GgufImage BuildTinyModel(const TinyModelOptions &opt = TinyModelOptions()
   w.U32("tokenizer.ggml.padding_token_id", TinyVocab::kImEnd);
   w.Bool("tokenizer.ggml.add_bos_token", false);
   w.Bool("tokenizer.ggml.add_space_prefix", false);
-  if (opt.with_chat_template) w.Str("tokenizer.chat_template", TinyChatTemplate());
+  if (opt.with_chat_template) {
+    w.Str("tokenizer.chat_template",
+          opt.chat_template.empty() ? std::string(TinyChatTemplate()) : opt.chat_template);
+  }
 
   std::mt19937 rng(20261130);
   auto add = [&](const std::string &name, uint32_t type, uint64_t cols, uint64_t rows) {

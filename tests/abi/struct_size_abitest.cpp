@@ -155,6 +155,8 @@ TEST(AbiStructSize, InitsWriteExactlyTheirSize) {
                                  {sizeof(llm_sampler_params)}});
   CheckInit<llm_sampler_ext>(
       {"llm_sampler_ext", llm_sampler_ext_init_v, nullptr, {sizeof(llm_sampler_ext)}});
+  CheckInit<llm_chat_options>(
+      {"llm_chat_options", llm_chat_options_init_v, nullptr, {sizeof(llm_chat_options)}});
   CheckInit<llm_session_params>({"llm_session_params",
                                  llm_session_params_init_v,
                                  (llm_session_params_init),

@@ -67,16 +67,17 @@ std::string Show(const std::set<std::string> &s) {
 
 TEST(AbiSymbols, HeaderParsesToTheKnownFunctionCount) {
   // Guards the parser: the 0.1 header declared 29 functions, 0.2 adds 16,
-  // 0.3 adds 11 (the sized llm_*_init_v and llm_chat_format_v).
+  // 0.3 adds 13 (the sized llm_*_init_v, llm_chat_format_v, llm_chat_format_ex
+  // and llm_chat_options_init_v).
   const std::set<std::string> d = DeclaredFunctions();
-  EXPECT_EQ(d.size(), 56u) << Show(d);
+  EXPECT_EQ(d.size(), 58u) << Show(d);
   for (const char *f :
        {"llm_status_string", "llm_last_error", "llm_version", "llm_set_log_callback",
         "llm_model_load", "llm_generate", "llm_session_prefill", "llm_generate_result_init",
         "llm_session_prefill_async", "llm_session_poll", "llm_session_cancel", "llm_session_fork",
         "llm_session_load", "llm_model_kv_stats", "llm_model_params_init",
         "llm_model_params_init_v", "llm_sampler_ext_init_v", "llm_chat_format",
-        "llm_chat_format_v"})
+        "llm_chat_format_v", "llm_chat_format_ex", "llm_chat_options_init_v"})
     EXPECT_TRUE(d.count(f)) << f << " was not found in llm.h";
 }
 

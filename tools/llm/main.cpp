@@ -38,6 +38,9 @@ struct Options {
   std::string prompt;
   std::string system;
   std::string chat_template;  // built-in name overriding the model's template
+  std::string date;           // chat template's date_string ("" = template default)
+  bool date_set = false;
+  int32_t thinking = LLM_CHAT_THINKING_DEFAULT;  // --think / --no-think
   int n_predict = 256;
   int n_ctx = 0;
   int n_threads = 0;
@@ -71,8 +74,14 @@ void Usage(FILE* out = stderr) {
                "  --kv-f32              F32 KV cache (default F16)\n"
                "  --stop TEXT           stop string (repeatable)\n"
                "  --raw                 run: no chat template, the prompt is plain text\n"
-               "  --template NAME       chat template: chatml llama2 llama3 mistral zephyr phi3 gemma\n"
+               "  --template NAME       chat template: chatml llama2 llama3 llama3.1 llama3.2 mistral\n"
+               "                        mistral-v3 mistral-v3-tekken zephyr phi3 phi3-legacy gemma\n"
+               "                        gemma2 qwen2.5 qwen3 (default: the model's own)\n"
                "  --system TEXT         system message for the chat template\n"
+               "  --think, --no-think   chat template: Qwen3's enable_thinking = true / false\n"
+               "                        (default: unset, the model thinks)\n"
+               "  --date TEXT           chat template: Llama 3.1/3.2's date_string\n"
+               "                        (default: the template's \"26 Jul 2024\")\n"
                "  -q, --quiet           no statistics on stderr\n"
                "  --sessions LIST       bench: comma-separated session counts (e.g. 1,4,16)\n"
                "  --bandwidth-gbs X     bench --sessions: memory read bandwidth for the N=1\n"
@@ -132,6 +141,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--raw") o->raw = true;
     else if (a == "--template") o->chat_template = next("--template");
     else if (a == "--system") o->system = next("--system");
+    else if (a == "--think") o->thinking = LLM_CHAT_THINKING_ON;
+    else if (a == "--no-think") o->thinking = LLM_CHAT_THINKING_OFF;
+    else if (a == "--date") {
+      o->date = next("--date");
+      o->date_set = true;
+    }
     else if (a == "-q" || a == "--quiet") o->quiet = true;
     else if (a == "--sessions") {
       if (!ParseIntList(next("--sessions"), &o->bench_sessions)) {
@@ -210,6 +225,15 @@ std::vector<llm_token> Tokenize(llm_model* model, const std::string& text, bool 
   if (llm_tokenize(model, text.data(), text.size(), 1, special ? 1 : 0, tokens.data(), n, &n) != LLM_OK) {
     tokens.clear();
   }
+  // Chat templates that write the BOS text themselves (Llama 3, Gemma,
+  // Mistral) would get a second BOS from add_special: keep one.
+  llm_token added[2];
+  size_t n_added = 0;
+  if (special && tokens.size() >= 2 &&
+      llm_tokenize(model, "", 0, 1, 0, added, 2, &n_added) == LLM_OK && n_added == 1 &&
+      tokens[0] == added[0] && tokens[1] == added[0]) {
+    tokens.erase(tokens.begin());
+  }
   return tokens;
 }
 
@@ -219,14 +243,20 @@ bool FormatChat(llm_model* model, const Options& o, const std::vector<std::pair<
   if (!o.system.empty()) messages.push_back({"system", o.system.c_str()});
   for (const auto& t : turns) messages.push_back({t.first.c_str(), t.second.c_str()});
   const char* name = o.chat_template.empty() ? nullptr : o.chat_template.c_str();
+  llm_chat_options options;
+  llm_chat_options_init(&options);
+  options.enable_thinking = o.thinking;
+  if (o.date_set) options.date_string = o.date.c_str();
   size_t len = 0;
-  llm_status s = llm_chat_format(model, name, messages.data(), messages.size(), 1, nullptr, 0, &len);
+  llm_status s = llm_chat_format_ex(model, name, messages.data(), messages.size(), sizeof(llm_chat_message),
+                                    &options, nullptr, 0, &len);
   if (s != LLM_OK && s != LLM_ERR_BUFFER_TOO_SMALL) {
     Fail("formatting the chat", s);
     return false;
   }
   std::string text(len + 1, '\0');
-  s = llm_chat_format(model, name, messages.data(), messages.size(), 1, text.data(), text.size(), &len);
+  s = llm_chat_format_ex(model, name, messages.data(), messages.size(), sizeof(llm_chat_message), &options,
+                         text.data(), text.size(), &len);
   if (s != LLM_OK) {
     Fail("formatting the chat", s);
     return false;
