@@ -151,6 +151,22 @@ pub struct llm_chat_message {
     pub content: *const c_char,
 }
 
+pub const LLM_CHAT_THINKING_DEFAULT: i32 = 0;
+pub const LLM_CHAT_THINKING_ON: i32 = 1;
+pub const LLM_CHAT_THINKING_OFF: i32 = 2;
+
+/// Sized (0.3): fill with `llm_chat_options_init_v`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct llm_chat_options {
+    pub struct_size: u32,
+    pub add_generation_prompt: i32,
+    pub enable_thinking: i32,
+    pub date_string: *const c_char,
+    pub bos_token: *const c_char,
+    pub eos_token: *const c_char,
+}
+
 // ---- sessions --------------------------------------------------------------
 pub const LLM_KV_F16: i32 = 0;
 pub const LLM_KV_F32: i32 = 1;
@@ -313,6 +329,19 @@ extern "C" {
         n_messages: usize,
         message_size: usize,
         add_generation_prompt: i32,
+        buf: *mut c_char,
+        capacity: usize,
+        len_out: *mut usize,
+    ) -> llm_status;
+    pub fn llm_chat_options_init_v(options: *mut llm_chat_options, struct_size: usize)
+        -> llm_status;
+    pub fn llm_chat_format_ex(
+        model: *const llm_model,
+        template_name: *const c_char,
+        messages: *const llm_chat_message,
+        n_messages: usize,
+        message_size: usize,
+        options: *const llm_chat_options,
         buf: *mut c_char,
         capacity: usize,
         len_out: *mut usize,
