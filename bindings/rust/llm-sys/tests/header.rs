@@ -421,7 +421,7 @@ fn every_constant_has_the_header_value() {
 #[test]
 fn struct_fields_match_in_order_and_type() {
     let (header, binding) = load();
-    assert_eq!(header.structs.len(), 11, "{:?}", header.structs.keys());
+    assert_eq!(header.structs.len(), 12, "{:?}", header.structs.keys());
     let norm = |fields: &Vec<(String, String)>| -> Vec<(String, String)> {
         fields
             .iter()
@@ -527,6 +527,14 @@ fn rust_layouts() -> Vec<Layout> {
             steps_failed
         }),
         rust_layout!(llm_chat_message { role, content }),
+        rust_layout!(llm_chat_options {
+            struct_size,
+            add_generation_prompt,
+            enable_thinking,
+            date_string,
+            bos_token,
+            eos_token
+        }),
         rust_layout!(llm_sampler_params {
             struct_size,
             temperature,
