@@ -23,7 +23,8 @@ fi
 out="$build/bindings/csharp"
 mkdir -p "$out"
 mcs_flags=(-langversion:7 -warnaserror -nologo)
-mcs "${mcs_flags[@]}" -target:library -out:"$out/LibLlm.dll" "$here"/src/*.cs
+# -noconfig: the library references mscorlib only (what Unity and IL2CPP always have).
+mcs "${mcs_flags[@]}" -noconfig -target:library -out:"$out/LibLlm.dll" "$here"/src/*.cs
 mcs "${mcs_flags[@]}" -r:"$out/LibLlm.dll" -r:System.Core -out:"$out/LibLlm.Tests.exe" "$here"/tests/*.cs
 mcs "${mcs_flags[@]}" -r:"$out/LibLlm.dll" -r:System.Core -out:"$out/Greedy.exe" "$here/examples/Greedy.cs"
 mcs "${mcs_flags[@]}" -r:"$out/LibLlm.dll" -r:System.Core -out:"$out/Npc.exe" "$repo/examples/npc/Npc.cs"
