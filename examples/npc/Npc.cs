@@ -100,7 +100,8 @@ public static class Npc
                 replies[i] = new System.Text.StringBuilder();
             }
 
-            var pollUs = new List<double>();
+            var pollUs = new List<double>();     // every TryPoll
+            var waitingUs = new List<double>();  // TryPoll while the step still ran (a poll only)
             var frameUs = new List<double>();
             long frames = 0;
             double tick = Stopwatch.Frequency / 1e6;
@@ -111,10 +112,13 @@ public static class Npc
                 for (int i = 0; i < n; i++)
                 {
                     if (streams[i].IsFinished) continue;
+                    int before = streams[i].TokenCount;
                     long p0 = Stopwatch.GetTimestamp();
                     string text;
                     bool got = streams[i].TryPoll(out text);
-                    pollUs.Add((Stopwatch.GetTimestamp() - p0) / tick);
+                    double us = (Stopwatch.GetTimestamp() - p0) / tick;
+                    pollUs.Add(us);
+                    if (!got && !streams[i].IsFinished && streams[i].TokenCount == before) waitingUs.Add(us);
                     if (got) replies[i].Append(text);
                 }
                 frameUs.Add((Stopwatch.GetTimestamp() - frameStart) / tick);
@@ -142,6 +146,8 @@ public static class Npc
             Console.WriteLine("TokenStream.TryPoll: {0} calls, median {1:F1} us, max {2:F1} us " +
                               "(poll, and on a new token its text and the next decode_async)",
                               pollUs.Count, pollMed, pollMax);
+            Console.WriteLine("  of which {0} found the step still running: median {1:F1} us, max {2:F1} us",
+                              waitingUs.Count, Median(waitingUs), waitingUs.Count > 0 ? waitingUs.Max() : 0);
             Console.WriteLine("frame work (all NPCs): median {0:F1} us, max {1:F1} us", frameMed, frameMax);
             Console.WriteLine("batcher: {0:F2} sessions per decode pass on average, at most {1} in one pass",
                               bs.decode_iterations > 0 ? (double)bs.decode_rows / bs.decode_iterations : 0,

@@ -11,13 +11,17 @@
  * thread), how many sessions shared each batched decode pass, and the KV
  * memory that sharing the world prompt saved (llm_model_kv_stats).
  * Exit status 1 when a call fails, an NPC says nothing, no KV block is
- * shared, or the median poll takes over 1 ms. */
-#define _POSIX_C_SOURCE 199309L
+ * shared, or the median poll takes over 1 ms. (The max is printed, not
+ * checked: on a loaded machine the thread can lose the CPU for milliseconds
+ * anywhere, which says nothing about the call; the polls the OS did not
+ * preempt are timed separately.) */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <llm/llm.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define N_NPCS 5
@@ -65,6 +69,21 @@ static int64_t NowNs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Context switches of the calling thread so far: voluntary (it waited, e.g.
+ * on a lock) and involuntary (the OS preempted it). On a loaded machine the
+ * longest polls are the preempted ones; the others show what a poll costs. */
+static void ThreadSwitches(long *voluntary, long *involuntary) {
+#ifdef RUSAGE_THREAD
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+    *voluntary = ru.ru_nvcsw;
+    *involuntary = ru.ru_nivcsw;
+    return;
+  }
+#endif
+  *voluntary = *involuntary = 0;
 }
 
 static int CompareI64(const void *a, const void *b) {
@@ -166,7 +185,11 @@ int main(int argc, char **argv) {
   Samples poll = {malloc(MAX_SAMPLES * sizeof(int64_t)), 0};
   Samples submit = {malloc(MAX_SAMPLES * sizeof(int64_t)), 0};
   Samples frame = {malloc(MAX_SAMPLES * sizeof(int64_t)), 0};
-  if (!poll.v || !submit.v || !frame.v) return 1;
+  Samples poll_not_preempted = {malloc(MAX_SAMPLES * sizeof(int64_t)), 0};
+  Samples submit_not_preempted = {malloc(MAX_SAMPLES * sizeof(int64_t)), 0};
+  long polls_preempted = 0, polls_waited = 0, submits_preempted = 0, submits_waited = 0;
+  if (!poll.v || !submit.v || !frame.v || !poll_not_preempted.v || !submit_not_preempted.v)
+    return 1;
 
   for (int i = 0; i < N_NPCS; i++)
     if (llm_session_prefill_async(npcs[i].session, npcs[i].suffix, npcs[i].n_suffix) != LLM_OK)
@@ -182,9 +205,19 @@ int main(int argc, char **argv) {
       if (npc->phase == 2) continue;
       int32_t done = 0;
       llm_token token = -1;
+      long vol0, invol0, vol1, invol1;
+      ThreadSwitches(&vol0, &invol0);
       int64_t p0 = NowNs();
       llm_status st = llm_session_poll(npc->session, &done, &token);
-      Record(&poll, NowNs() - p0);
+      int64_t took = NowNs() - p0;
+      ThreadSwitches(&vol1, &invol1);
+      Record(&poll, took);
+      if (invol1 != invol0) {
+        polls_preempted++;
+      } else {
+        Record(&poll_not_preempted, took);
+      }
+      polls_waited += vol1 != vol0;
       if (st != LLM_OK) return Fail("llm_session_poll");
       if (!done) continue;
       if (npc->phase == 1) {
@@ -204,9 +237,19 @@ int main(int argc, char **argv) {
         }
       }
       npc->phase = 1;
+      long svol0, sinvol0, svol1, sinvol1;
+      ThreadSwitches(&svol0, &sinvol0);
       int64_t s0 = NowNs();
       if (llm_session_decode_async(npc->session) != LLM_OK) return Fail("llm_session_decode_async");
-      Record(&submit, NowNs() - s0);
+      int64_t stook = NowNs() - s0;
+      ThreadSwitches(&svol1, &sinvol1);
+      Record(&submit, stook);
+      if (sinvol1 != sinvol0) {
+        submits_preempted++;
+      } else {
+        Record(&submit_not_preempted, stook);
+      }
+      submits_waited += svol1 != svol0;
     }
     Record(&frame, NowNs() - frame_start);
     frames++;
@@ -245,6 +288,9 @@ int main(int argc, char **argv) {
   Summarize(&poll, &poll_med, &poll_max);
   Summarize(&submit, &sub_med, &sub_max);
   Summarize(&frame, &frame_med, &frame_max);
+  double quiet_med, quiet_max, squiet_med, squiet_max;
+  Summarize(&poll_not_preempted, &quiet_med, &quiet_max);
+  Summarize(&submit_not_preempted, &squiet_med, &squiet_max);
   llm_batch_stats bs;
   llm_batch_stats_init(&bs);
   if (llm_model_batch_stats(model, &bs) != LLM_OK) return Fail("llm_model_batch_stats");
@@ -254,8 +300,16 @@ int main(int argc, char **argv) {
   printf("llm_session_poll:         %zu calls, median %.1f us, max %.1f us\n", poll.n, poll_med,
          poll_max);
   printf(
+      "  not preempted by the OS: %zu calls, median %.1f us, max %.1f us; %ld preempted, %ld "
+      "waited for a lock\n",
+      poll_not_preempted.n, quiet_med, quiet_max, polls_preempted, polls_waited);
+  printf(
       "llm_session_decode_async: %zu calls, median %.1f us, max %.1f us (samples on this thread)\n",
       submit.n, sub_med, sub_max);
+  printf(
+      "  not preempted by the OS: %zu calls, median %.1f us, max %.1f us; %ld preempted, %ld "
+      "waited for a lock\n",
+      submit_not_preempted.n, squiet_med, squiet_max, submits_preempted, submits_waited);
   printf("frame work (all NPCs):    median %.1f us, max %.1f us\n", frame_med, frame_max);
   printf("batcher: %.2f sessions per decode pass on average, at most %llu in one pass\n",
          bs.decode_iterations ? (double)bs.decode_rows / (double)bs.decode_iterations : 0.0,
@@ -298,5 +352,7 @@ int main(int argc, char **argv) {
   free(poll.v);
   free(submit.v);
   free(frame.v);
+  free(poll_not_preempted.v);
+  free(submit_not_preempted.v);
   return ok ? 0 : 1;
 }
