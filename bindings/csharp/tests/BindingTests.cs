@@ -298,5 +298,26 @@ namespace LibLlm.Tests
                 for (int i = 0; i < 4; i++) Assert.Equal(a.Decode(), b.Decode(), "token " + i);
             }
         }
+
+        [Test]
+        public static void LogCallbackReceivesTheLoadMessage()
+        {
+            string path = ModelPath();
+            var messages = new List<string>();
+            Llm.SetLogCallback((level, text) => { lock (messages) messages.Add(level + " " + text); }, 1);
+            try
+            {
+                new Model(path).Dispose();
+            }
+            finally
+            {
+                Llm.SetLogCallback(null, 1);
+            }
+            int count;
+            lock (messages) count = messages.Count;
+            Assert.True(messages.Any(m => m.StartsWith("1 ") && m.Contains("loaded")), "an INFO message about the load");
+            new Model(path).Dispose();
+            lock (messages) Assert.Equal(count, messages.Count, "no message after the sink was removed");
+        }
     }
 }

@@ -237,3 +237,16 @@ def test_save_and_load_round_trip(model):
         b.load(a.save())
         assert b.n_tokens == a.n_tokens
         assert [b.decode() for _ in range(4)] == [a.decode() for _ in range(4)]
+
+
+def test_log_callback_receives_the_load_message(model_path):
+    messages = []
+    libllm.set_log_callback(lambda level, text: messages.append((level, text)), libllm.LOG_INFO)
+    try:
+        libllm.Model(model_path).close()
+    finally:
+        libllm.set_log_callback(None)
+    assert any(level == libllm.LOG_INFO and "loaded" in text for level, text in messages)
+    count = len(messages)
+    libllm.Model(model_path).close()
+    assert len(messages) == count  # the sink is gone
