@@ -48,7 +48,16 @@ Cflags: -I$repo/include
 Libs: -L$build -lllm
 PC
 export PKG_CONFIG_PATH="$tmp${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export GOFLAGS="${GOFLAGS:-} -mod=mod" GOPROXY=off GOTOOLCHAIN=local
+# Offline: the bindings have no module dependencies.
+export GOPROXY=off GOTOOLCHAIN=local
+# Debian's packaged Rust toolchain (as bindings/rust/test.sh), not a newer
+# rustup one earlier on PATH; the build goes into the build directory.
+cargo=cargo
+if [ -x /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
+  cargo=/usr/bin/cargo
+  export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$build/bindings/rust}"
 
 failed=0
 missing() {  # missing LANGUAGE WHAT
@@ -90,10 +99,10 @@ else
 fi
 if [ ! -d "$repo/bindings/rust" ]; then
   missing rust "bindings/rust does not exist"
-elif ! command -v cargo >/dev/null; then
+elif ! command -v "$cargo" >/dev/null; then
   missing rust "cargo not found (Debian: cargo)"
-elif (cd "$repo/bindings/rust" && cargo build --offline --quiet --example greedy) >"$tmp/rs.log" 2>&1; then
-  runners[rust]="$repo/bindings/rust/target/debug/examples/greedy"
+elif (cd "$repo/bindings/rust" && "$cargo" build --offline --quiet --example greedy) >"$tmp/rs.log" 2>&1; then
+  runners[rust]="$CARGO_TARGET_DIR/debug/examples/greedy"
 else
   echo "FAIL rust: build failed:"; cat "$tmp/rs.log"
   failed=1
