@@ -319,5 +319,24 @@ namespace LibLlm.Tests
             new Model(path).Dispose();
             lock (messages) Assert.Equal(count, messages.Count, "no message after the sink was removed");
         }
+
+        [Test]
+        public static void StopStringsReachTheLibrary()
+        {
+            using (var model = new Model(ModelPath()))
+            {
+                string full;
+                using (var s = model.CreateSession(Greedy())) full = s.Generate(PromptText, 24).Text;
+                string[] words = full.Split(new[] { ' ' }, StringSplitOptions.RemoveEmptyEntries);
+                Assert.True(words.Length >= 4, "some words: " + full);
+                string stop = words[words.Length / 2];
+                using (var s = model.CreateSession(Greedy()))
+                {
+                    Generation g = s.Generate(PromptText, 24, new[] { "never appears 1234", stop });
+                    Assert.Equal(StopReason.StopString, g.StopReason, "stop reason");
+                    Assert.Equal(full.Substring(0, full.IndexOf(stop, StringComparison.Ordinal)), g.Text, "text up to the stop string");
+                }
+            }
+        }
     }
 }

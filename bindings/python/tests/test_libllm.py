@@ -250,3 +250,15 @@ def test_log_callback_receives_the_load_message(model_path):
     count = len(messages)
     libllm.Model(model_path).close()
     assert len(messages) == count  # the sink is gone
+
+
+def test_stop_strings_reach_the_library(model):
+    with model.session(temperature=0.0) as s:
+        full = s.generate(PROMPT, max_tokens=24).text
+    words = full.split()
+    assert len(words) >= 4, full
+    stop = words[len(words) // 2]
+    with model.session(temperature=0.0) as s:
+        gen = s.generate(PROMPT, max_tokens=24, stop=["never appears 1234", stop])
+    assert gen.stop_reason == libllm.STOP_STRING
+    assert gen.text == full[:full.index(stop)]
