@@ -11,8 +11,8 @@
 #
 #   tests/bindings/same_tokens.sh BUILD_DIR [PROMPT...]
 #
-# A language whose toolchain (or binding directory) is missing is skipped,
-# unless CI=true, where that fails the test. Exit 0 when every language that
+# A language whose toolchain is missing is skipped, unless CI=true, where
+# that fails the test (a checkout without that binding's directory skips it). Exit 0 when every language that
 # ran agrees with C and printed 16 ids, 1 otherwise, 77 when the model is
 # missing (1 under CI=true).
 set -uo pipefail
@@ -98,7 +98,7 @@ else
   missing csharp "mcs/mono not found (Debian: mono-mcs, mono-runtime)"
 fi
 if [ ! -d "$repo/bindings/rust" ]; then
-  missing rust "bindings/rust does not exist"
+  echo "SKIP rust: this checkout has no bindings/rust"
 elif ! command -v "$cargo" >/dev/null; then
   missing rust "cargo not found (Debian: cargo)"
 elif (cd "$repo/bindings/rust" && "$cargo" build --offline --quiet --example greedy) >"$tmp/rs.log" 2>&1; then
@@ -108,7 +108,7 @@ else
   failed=1
 fi
 if [ ! -d "$repo/bindings/go" ]; then
-  missing go "bindings/go does not exist"
+  echo "SKIP go: this checkout has no bindings/go"
 elif ! command -v go >/dev/null; then
   missing go "go not found (Debian: golang-go)"
 elif (cd "$repo/bindings/go" && go build -o "$tmp/go-greedy" ./examples/greedy) >"$tmp/go.log" 2>&1; then
