@@ -130,30 +130,4 @@ namespace LibLlm
             }
         }
     }
-
-    internal sealed class ModelHandle : SafeHandle
-    {
-        public ModelHandle() : base(IntPtr.Zero, true) { }
-
-        public override bool IsInvalid { get { return handle == IntPtr.Zero; } }
-
-        protected override bool ReleaseHandle()
-        {
-            Native.llm_model_free(handle);
-            return true;
-        }
-    }
-
-    internal sealed class SessionHandle : SafeHandle
-    {
-        public SessionHandle() : base(IntPtr.Zero, true) { }
-
-        public override bool IsInvalid { get { return handle == IntPtr.Zero; } }
-
-        protected override bool ReleaseHandle()
-        {
-            Native.llm_session_free(handle);
-            return true;
-        }
-    }
 }
