@@ -48,7 +48,9 @@ Cflags: -I$repo/include
 Libs: -L$build -lllm
 PC
 export PKG_CONFIG_PATH="$tmp${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-# Offline: the bindings have no module dependencies.
+# Debian's Go (as bindings/go/test.sh), offline: the bindings have no
+# module dependencies.
+[ -x /usr/lib/go-1.19/bin/go ] && export PATH="/usr/lib/go-1.19/bin:$PATH"
 export GOPROXY=off GOTOOLCHAIN=local
 # Debian's packaged Rust toolchain (as bindings/rust/test.sh), not a newer
 # rustup one earlier on PATH; the build goes into the build directory.
