@@ -5,7 +5,7 @@
 # Stages and their budget on 2 cores (CI allows 90 minutes; we aim for < 60):
 #   1. setup + model fetch                      ~ 2 min
 #   2. main: repository size check, Release build + full test suite,
-#      language bindings (scripts/test_bindings.sh)  ~ 10 min
+#      language bindings (scripts/test_bindings.sh)  ~ 12 min
 #   3. asan: ASan/UBSan/LSan build + suite      ~ 14 min (the two real-model
 #      teacher-forced tests are left out there: 11 min under ASan; the same
 #      forward pass runs under ASan in GenerateTest, BatchTest, OOM sweep)
@@ -36,7 +36,7 @@ run_main() {
   check_deps "${BUILD_DIR:-build}"
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"
   # Python, C#, Rust and Go bindings against this build, and the
-  # cross-language greedy-token agreement test (~2 min).
+  # cross-language greedy-token agreement test (~4 min on 2 busy cores).
   ./scripts/test_bindings.sh "${BUILD_DIR:-build}"
 }
 

@@ -22,7 +22,7 @@ shift
 if [ $# -eq 0 ]; then
   # Plain English, UTF-8 beyond ASCII, and control-token text that
   # parse_special = 0 must tokenize as plain text.
-  set -- "The capital of France is" "Écrivez un poème: 日本の夏" "<|im_start|>user Hi<|im_end|>"
+  set -- "The capital of France is" "<|im_start|>user Écrivez un poème: 日本の夏<|im_end|>"
 fi
 ci=false
 [ "${CI:-}" = "true" ] && ci=true
