@@ -1,0 +1,3 @@
+module libllm/llm
+
+go 1.19
