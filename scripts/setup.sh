@@ -12,7 +12,8 @@ set -euo pipefail
 # headers and loader:
 # Debian's dnnl-config.cmake calls find_package(OpenCL), but they are only a
 # Recommends of libdnnl-dev, which --no-install-recommends skips. Bindings
-# (bindings/*/test.sh): rustc + cargo (Rust 1.63), golang-go (Go 1.19).
+# (bindings/*/test.sh, scripts/test_bindings.sh): rustc + cargo (Rust 1.63),
+# golang-go (Go 1.19), Mono's C# compiler and runtime, pytest for Python's.
 # scripts/check_build_deps.py (run by test.sh) fails when a configured build
 # uses a package that this list does not cover.
 #
@@ -21,7 +22,8 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev opencl-headers
           libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
           python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev
-          libomp-14-dev lld llvm rustc cargo golang-go)
+          libomp-14-dev lld llvm rustc cargo golang-go
+          mono-mcs mono-runtime python3-pytest)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${packages[@]}"
   exit 0

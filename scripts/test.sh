@@ -4,7 +4,8 @@
 #
 # Stages and their budget on 2 cores (CI allows 90 minutes; we aim for < 60):
 #   1. setup + model fetch                      ~ 2 min
-#   2. main: repository size check, Release build + full test suite  ~ 8 min
+#   2. main: repository size check, Release build + full test suite,
+#      language bindings (scripts/test_bindings.sh)  ~ 12 min
 #   3. asan: ASan/UBSan/LSan build + suite      ~ 14 min (the two real-model
 #      teacher-forced tests are left out there: 11 min under ASan; the same
 #      forward pass runs under ASan in GenerateTest, BatchTest, OOM sweep)
@@ -34,6 +35,9 @@ run_main() {
   ./scripts/build.sh
   check_deps "${BUILD_DIR:-build}"
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"
+  # Python, C#, Rust and Go bindings against this build, and the
+  # cross-language greedy-token agreement test (~4 min on 2 busy cores).
+  ./scripts/test_bindings.sh "${BUILD_DIR:-build}"
 }
 
 for s in $stages; do
