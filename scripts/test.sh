@@ -3,7 +3,7 @@
 # file fails the run instead of being skipped.
 #
 # Stages and their budget on 2 cores (CI allows 90 minutes; we aim for < 60):
-#   1. setup + model fetch                      ~ 2 min
+#   1. setup + model and vocabulary fetch      ~ 3 min
 #   2. main: repository size check, Release build + full test suite  ~ 8 min
 #   3. asan: ASan/UBSan/LSan build + suite      ~ 14 min (the two real-model
 #      teacher-forced tests are left out there: 11 min under ASan; the same
@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 stages="${LLM_TEST_STAGES:-main asan tsan fuzz}"
 ./scripts/setup.sh
 export LLM_MODEL_PATH="${LLM_MODEL_PATH:-$(./scripts/fetch_model.sh)}"
+# llama.cpp's tokenizer vocabularies (77 MB download once, then cached).
+export LLM_VOCAB_DIR="${LLM_VOCAB_DIR:-$(./scripts/fetch_vocabs.sh)}"
 
 stage() {  # stage NAME COMMAND...: run one timed stage
   local name=$1 start=$SECONDS

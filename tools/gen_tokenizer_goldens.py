@@ -2,9 +2,10 @@
 """Golden token ids for libllm's tokenizer, produced by llama-cpp-python.
 
 llama.cpp is the reference implementation for GGUF tokenizers, so its ids are
-what the C++ tokenizer must reproduce exactly. For every vocabulary (the
-vocab-only GGUFs copied into tests/data/tokenizer/ and the default SmolLM2
-model) this writes tests/data/tokenizer/<name>.golden.json holding:
+what the C++ tokenizer must reproduce exactly. For every vocabulary (llama.cpp's
+vocab-only GGUFs, fetched by scripts/fetch_vocabs.sh into $LLM_VOCAB_DIR, and
+the default SmolLM2 model) this writes tests/data/tokenizer/<name>.golden.json
+holding:
 
   - the special ids and flags llama.cpp derives (bos/eos/eot/pad, add_bos,
     add_eos, the end-of-generation set, the control set),
@@ -15,13 +16,15 @@ model) this writes tests/data/tokenizer/<name>.golden.json holding:
 
 Texts and pieces are stored as hex so that invalid UTF-8 round-trips.
 
-Usage:  python3 tools/gen_tokenizer_goldens.py [--model PATH]
+Usage:  python3 tools/gen_tokenizer_goldens.py [--model PATH] [--vocab-dir DIR]
+        (--vocab-dir defaults to $LLM_VOCAB_DIR, else scripts/fetch_vocabs.sh)
 Needs:  pip install llama-cpp-python (the version is recorded in each file).
 """
 import argparse
 import ctypes
 import json
 import os
+import subprocess
 import sys
 
 import llama_cpp
@@ -198,9 +201,12 @@ def gen(path, name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.environ.get("LLM_MODEL_PATH", DEFAULT_MODEL))
+    ap.add_argument("--vocab-dir", default=os.environ.get("LLM_VOCAB_DIR"))
     ap.add_argument("--only", default=None, help="generate one vocabulary only")
     args = ap.parse_args()
-    jobs = [(os.path.join(DATA, v), v[:-len(".gguf")]) for v in VOCABS]
+    vocab_dir = args.vocab_dir or subprocess.check_output(
+        [os.path.join(ROOT, "scripts", "fetch_vocabs.sh")], text=True).strip()
+    jobs = [(os.path.join(vocab_dir, v), v[:-len(".gguf")]) for v in VOCABS]
     jobs.append((args.model, "smollm2"))
     for path, name in jobs:
         if args.only and args.only != name:

@@ -1,6 +1,7 @@
 // Token ids, detokenization, special ids and pieces must equal llama.cpp's
 // (goldens written by tools/gen_tokenizer_goldens.py with llama-cpp-python)
-// for every vocabulary in tests/data/tokenizer/ and for the SmolLM2 model.
+// for every vocabulary (llama.cpp's, $LLM_VOCAB_DIR from scripts/fetch_vocabs.sh)
+// and for the SmolLM2 model.
 #include <clocale>
 #include <random>
 #include <set>
@@ -45,11 +46,7 @@ std::vector<int32_t> Ids(const Value& arr) {
 class TokenizerGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string path = VocabPath(GetParam());
-    if (!FileExists(path)) {
-      if (IsCi()) FAIL() << "missing " << path << " (CI=true)";
-      GTEST_SKIP() << "missing " << path << " (set LLM_MODEL_PATH)";
-    }
+    LLM_REQUIRE_VOCAB(path, GetParam());
     golden_ = testing_json::Parse(ReadFile(DataDir() + GetParam() + ".golden.json"));
     auto tok = LoadTokenizer(path);
     ASSERT_TRUE(tok.ok()) << tok.status();
