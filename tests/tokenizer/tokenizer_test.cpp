@@ -119,10 +119,10 @@ TEST(TokenizerMetadata, UnknownModelIsUnsupported) {
 TEST(TokenizerMetadata, UnknownPreIsUnsupported) {
   GgufBuilder b;
   b.Str("tokenizer.ggml.model", "gpt2")
-      .Str("tokenizer.ggml.pre", "qwen2")
+      .Str("tokenizer.ggml.pre", "no-such-pre")
       .StrArray("tokenizer.ggml.tokens", {"a", "b", "ab"})
       .StrArray("tokenizer.ggml.merges", {"a b"});
-  ExpectStatus(b, LLM_ERR_UNSUPPORTED, "qwen2");
+  ExpectStatus(b, LLM_ERR_UNSUPPORTED, "no-such-pre");
 }
 
 TEST(TokenizerMetadata, MissingModelOrTokens) {

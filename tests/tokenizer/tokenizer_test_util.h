@@ -7,10 +7,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "format/gguf.h"
 #include "gtest/gtest.h"
+#include "tests/tokenizer/gguf_builder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llm {
@@ -42,12 +44,16 @@ inline bool IsCi() {
   return ci != nullptr && std::string(ci) == "true";
 }
 
-// Path of a vocabulary by golden name ("smollm2" or "ggml-vocab-xxx"); ""
-// when $LLM_VOCAB_DIR is unset.
+// Path of a vocabulary by golden name ("smollm2", "ggml-vocab-xxx" or a
+// derived "xxx+variant", whose source is checked); "" when $LLM_VOCAB_DIR is
+// unset.
 inline std::string VocabPath(const std::string& name) {
   if (name == "smollm2") return SmolLm2Path();
   const std::string dir = VocabDir();
-  return dir.empty() ? std::string() : dir + name + ".gguf";
+  if (dir.empty()) return std::string();
+  const size_t plus = name.find('+');
+  if (plus != std::string::npos) return dir + "ggml-vocab-" + name.substr(0, plus) + ".gguf";
+  return dir + name + ".gguf";
 }
 
 // Why a vocabulary is missing, for GTEST_SKIP / FAIL messages.
@@ -72,6 +78,63 @@ inline std::string MissingVocabMessage(const std::string& name, const std::strin
 
 inline absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
   auto gguf = GgufFile::Open(path);
+  if (!gguf.ok()) return gguf.status();
+  return Tokenizer::FromGguf(**gguf);
+}
+
+// A vocabulary derived from a real one with one tokenizer key changed
+// (tools/gen_tokenizer_goldens.py, DERIVED): "<source>+<variant>" names the
+// source vocabulary ggml-vocab-<source> and the change. The tokenizer keys
+// are copied into a new in-memory GGUF; `bytes` keeps it alive.
+inline absl::StatusOr<std::unique_ptr<Tokenizer>> LoadDerivedTokenizer(
+    const std::string& name, std::vector<uint8_t>* bytes) {
+  const size_t plus = name.find('+');
+  const std::string source = "ggml-vocab-" + name.substr(0, plus);
+  const std::string variant = name.substr(plus + 1);
+  auto src = GgufFile::Open(VocabDir() + source + ".gguf");
+  if (!src.ok()) return src.status();
+  const GgufFile& g = **src;
+  testing_gguf::GgufBuilder b;
+  for (const char* key : {"general.architecture", "general.name", "tokenizer.ggml.model",
+                          "tokenizer.ggml.pre"}) {
+    auto v = g.GetString(key);
+    if (!v.ok()) return v.status();
+    std::string value = v->has_value() ? std::string(**v) : std::string();
+    if (std::string(key) == "tokenizer.ggml.pre" && variant == "tekken") value = "tekken";
+    if (v->has_value() || value != "") b.Str(key, value);
+  }
+  for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}) {
+    auto v = g.GetStringArray(key);
+    if (!v.ok()) return v.status();
+    if (!v->empty()) b.StrArray(key, std::vector<std::string>(v->begin(), v->end()));
+  }
+  auto types = g.GetIntArray("tokenizer.ggml.token_type");
+  if (!types.ok()) return types.status();
+  if (!types->empty()) b.I32Array("tokenizer.ggml.token_type",
+                                  std::vector<int32_t>(types->begin(), types->end()));
+  auto scores = g.GetFloatArray("tokenizer.ggml.scores");
+  if (!scores.ok()) return scores.status();
+  if (!scores->empty()) b.F32Array("tokenizer.ggml.scores", *scores);
+  for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+                          "tokenizer.ggml.eot_token_id"}) {
+    auto v = g.GetInt(key);
+    if (!v.ok()) return v.status();
+    if (v->has_value()) b.I32(key, static_cast<int32_t>(**v));
+  }
+  for (const char* key : {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+                          "tokenizer.ggml.add_space_prefix"}) {
+    auto v = g.GetBool(key);
+    if (!v.ok()) return v.status();
+    bool value = v->value_or(false);
+    if (std::string(key) == "tokenizer.ggml.add_space_prefix" && variant == "no-prefix") {
+      b.Bool(key, false);
+    } else if (v->has_value()) {
+      b.Bool(key, value);
+    }
+  }
+  *bytes = b.Build();
+  auto gguf = GgufFile::Parse(bytes->data(), bytes->size());
   if (!gguf.ok()) return gguf.status();
   return Tokenizer::FromGguf(**gguf);
 }
