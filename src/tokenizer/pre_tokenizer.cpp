@@ -39,10 +39,16 @@ inline bool ClassPunct(uint32_t c) {
   const CodepointFlags f = GetCodepointFlags(c);
   return !f.whitespace && f.is_punctuation();
 }
-// [\p{P}\$\+<=>\^~\|`]
+// [\p{P}\$\+<=>\^~\|`] (falcon)
 inline bool ClassPunctOrAsciiSymbol(uint32_t c) {
   if (c < 128 && c != 0 && std::strchr("$+<=>^~|`", static_cast<int>(c)) != nullptr) return true;
   return ClassPunct(c);
+}
+// [\p{P}\$\+<=>\^~\|] (the default list): as falcon's without the backtick,
+// which is a symbol (Sk), not punctuation, so " `" stays one word for GPT-2's
+// " ?[^\s\p{L}\p{N}]+" and can merge (GPT-NeoX's " `" token).
+inline bool ClassPunctOrAsciiSymbolNoBacktick(uint32_t c) {
+  return c != '`' && ClassPunctOrAsciiSymbol(c);
 }
 // [\r\n]
 inline bool ClassNewline(uint32_t c) { return c == '\r' || c == '\n'; }
@@ -552,7 +558,7 @@ std::vector<size_t> PreTokenize(PreTokenizerType type, const std::vector<uint32_
       o = SplitTekken(cpts, o);
       break;
     case PreTokenizerType::kDefault:
-      o = SplitByMatches(cpts, o, MatchRun<ClassPunctOrAsciiSymbol>);
+      o = SplitByMatches(cpts, o, MatchRun<ClassPunctOrAsciiSymbolNoBacktick>);
       o = SplitGpt2(cpts, o);
       o = SplitByMatches(cpts, o, MatchRun<ClassNumber>);
       o = SplitByMatches(cpts, o, MatchThreeDigits);

@@ -140,8 +140,8 @@ class Tokenizer {
 
   TokenizerType type_ = TokenizerType::kBpe;
   PreTokenizerType pre_ = PreTokenizerType::kDefault;
-  bool ignore_merges_ = false;  // a word that is a token is not merged (PreTokenizerSpec)
-  bool pre_add_bos_ = false;    // the pre-tokenizer's default for add_bos
+  bool ignore_merges_ = false;      // a word that is a token is not merged (PreTokenizerSpec)
+  bool pre_add_bos_ = false;        // the pre-tokenizer's default for add_bos
   std::vector<std::string> texts_;  // [n_vocab]
   std::vector<float> scores_;       // [n_vocab]
   std::vector<uint8_t> attrs_;      // [n_vocab] Attr bits

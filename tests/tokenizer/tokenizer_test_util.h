@@ -61,19 +61,20 @@ inline std::string MissingVocabMessage(const std::string& name, const std::strin
   if (name == "smollm2") return "missing " + path + " (set LLM_MODEL_PATH)";
   if (path.empty()) {
     return "LLM_VOCAB_DIR is unset: run `export LLM_VOCAB_DIR=$(scripts/fetch_vocabs.sh)` "
-           "for the " + name + " vocabulary";
+           "for the " +
+           name + " vocabulary";
   }
   return "missing " + path + " (LLM_VOCAB_DIR from scripts/fetch_vocabs.sh)";
 }
 
 // Sets `path` to vocabulary `name`'s path, or skips the test (fails it under
 // CI=true) when the file is not there.
-#define LLM_REQUIRE_VOCAB(path, name)                                                         \
-  const std::string path = ::llm::testing_tok::VocabPath(name);                               \
-  if (path.empty() || !::llm::testing_tok::FileExists(path)) {                                \
-    if (::llm::testing_tok::IsCi())                                                           \
-      FAIL() << ::llm::testing_tok::MissingVocabMessage(name, path) << " (CI=true)";          \
-    GTEST_SKIP() << ::llm::testing_tok::MissingVocabMessage(name, path);                      \
+#define LLM_REQUIRE_VOCAB(path, name)                                                \
+  const std::string path = ::llm::testing_tok::VocabPath(name);                      \
+  if (path.empty() || !::llm::testing_tok::FileExists(path)) {                       \
+    if (::llm::testing_tok::IsCi())                                                  \
+      FAIL() << ::llm::testing_tok::MissingVocabMessage(name, path) << " (CI=true)"; \
+    GTEST_SKIP() << ::llm::testing_tok::MissingVocabMessage(name, path);             \
   }
 
 inline absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
@@ -95,8 +96,8 @@ inline absl::StatusOr<std::unique_ptr<Tokenizer>> LoadDerivedTokenizer(
   if (!src.ok()) return src.status();
   const GgufFile& g = **src;
   testing_gguf::GgufBuilder b;
-  for (const char* key : {"general.architecture", "general.name", "tokenizer.ggml.model",
-                          "tokenizer.ggml.pre"}) {
+  for (const char* key :
+       {"general.architecture", "general.name", "tokenizer.ggml.model", "tokenizer.ggml.pre"}) {
     auto v = g.GetString(key);
     if (!v.ok()) return v.status();
     std::string value = v->has_value() ? std::string(**v) : std::string();
@@ -110,8 +111,8 @@ inline absl::StatusOr<std::unique_ptr<Tokenizer>> LoadDerivedTokenizer(
   }
   auto types = g.GetIntArray("tokenizer.ggml.token_type");
   if (!types.ok()) return types.status();
-  if (!types->empty()) b.I32Array("tokenizer.ggml.token_type",
-                                  std::vector<int32_t>(types->begin(), types->end()));
+  if (!types->empty())
+    b.I32Array("tokenizer.ggml.token_type", std::vector<int32_t>(types->begin(), types->end()));
   auto scores = g.GetFloatArray("tokenizer.ggml.scores");
   if (!scores.ok()) return scores.status();
   if (!scores->empty()) b.F32Array("tokenizer.ggml.scores", *scores);

@@ -89,6 +89,10 @@ TEST(TokenizerUnicode, PreTokenizerSplits) {
   EXPECT_EQ(Words(PreTokenizerType::kFalcon, "12345 a.b"), (V{"123", "45", " a", ".", "b"}));
   EXPECT_EQ(Words(PreTokenizerType::kDeepseekCoder, "ab\n 12"), (V{"ab", "\n", " ", "1", "2"}));
   EXPECT_TRUE(Words(PreTokenizerType::kGpt2, "").empty());
+  // The default list leaves the backtick (a symbol) to GPT-2's rule, so a
+  // space joins it (GPT-NeoX has a " `" token); falcon's list splits it off.
+  EXPECT_EQ(Words(PreTokenizerType::kDefault, "a `b`"), (V{"a", " `", "b", "`"}));
+  EXPECT_EQ(Words(PreTokenizerType::kFalcon, "a `b`"), (V{"a", " ", "`", "b", "`"}));
   // Llama 3: digits in threes, punctuation takes the newlines after it.
   EXPECT_EQ(Words(PreTokenizerType::kLlama3, "Hello  world's 12345!!\n\n x"),
             (V{"Hello", " ", " world", "'s", " ", "123", "45", "!!\n\n", " x"}));
