@@ -4,7 +4,7 @@
 // with rope scaling) is no reason to refuse it.
 //
 //  - Real vocabularies of other architectures (llama.cpp's vocab-only GGUFs:
-//    phi3, qwen2, falcon, gpt2, gptneox, command-r, ..., $LLM_VOCAB_DIR from
+//    phi3, qwen2, falcon, gpt2, gptneox, baichuan, ..., $LLM_VOCAB_DIR from
 //    scripts/fetch_vocabs.sh): load, report the architecture and the golden
 //    vocabulary size, and tokenize as llama.cpp does through llm_tokenize.
 //  - Generated metadata-only files of the architectures people embed
@@ -183,7 +183,7 @@ TEST(AbiVocabOnly, RealVocabulariesOfOtherArchitecturesTokenizeLikeLlamaCpp) {
        {Vocab{"ggml-vocab-phi-3", "phi3"}, Vocab{"ggml-vocab-qwen2", "qwen2"},
         Vocab{"ggml-vocab-qwen35", "qwen2"}, Vocab{"ggml-vocab-falcon", "falcon"},
         Vocab{"ggml-vocab-gpt-2", "gpt2"}, Vocab{"ggml-vocab-gpt-neox", "gptneox"},
-        Vocab{"ggml-vocab-command-r", "command-r"}, Vocab{"ggml-vocab-baichuan", "baichuan"},
+        Vocab{"ggml-vocab-deepseek-llm", "llama"}, Vocab{"ggml-vocab-baichuan", "baichuan"},
         Vocab{"ggml-vocab-llama-bpe", "llama"}}) {
     SCOPED_TRACE(v.name);
     const std::string path = dir + "/" + v.name + ".gguf";

@@ -280,9 +280,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-gpt-neox", "ggml-vocab-starcoder",
                       "ggml-vocab-falcon", "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
                       "ggml-vocab-phi-3", "ggml-vocab-llama-bpe", "ggml-vocab-qwen2",
-                      "ggml-vocab-qwen35", "ggml-vocab-deepseek-llm", "ggml-vocab-command-r",
-                      "ggml-vocab-mpt", "ggml-vocab-refact", "ggml-vocab-aquila",
-                      "ggml-vocab-baichuan", "llama-bpe+tekken", "llama-spm+no-prefix", "smollm2"),
+                      "ggml-vocab-qwen35", "ggml-vocab-deepseek-llm", "ggml-vocab-baichuan",
+                      "llama-bpe+tekken", "llama-spm+no-prefix", "smollm2"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string n = info.param;
       for (char& c : n) {
@@ -340,8 +339,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, LlamaCppTestStrings,
                                            "ggml-vocab-llama-spm", "ggml-vocab-phi-3",
                                            "ggml-vocab-llama-bpe", "ggml-vocab-qwen2",
                                            "ggml-vocab-qwen35", "ggml-vocab-deepseek-llm",
-                                           "ggml-vocab-command-r", "ggml-vocab-mpt",
-                                           "ggml-vocab-refact"),
+                                           "ggml-vocab-mpt", "ggml-vocab-refact"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n) {
