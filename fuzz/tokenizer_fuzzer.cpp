@@ -9,8 +9,9 @@
 //   bit 2     add_special
 //   bit 3     parse_special
 //   bit 4     render_special (detokenizers)
-// The vocabularies are the committed tests/data/tokenizer/ggml-vocab-*.gguf,
-// loaded once ($LLM_FUZZ_DATA_DIR overrides the directory holding tokenizer/).
+// The vocabularies are llama.cpp's ggml-vocab-*.gguf from the directory in
+// $LLM_VOCAB_DIR (scripts/fetch_vocabs.sh prints it; scripts/fuzz.sh sets
+// it), loaded once.
 //
 // LLM_FUZZ_VERBOSE=1 prints the ids of each input.
 //
@@ -74,8 +75,14 @@ std::string ByteStandIn(int b) {
 // The vocab GGUFs carry their original architectures (starcoder2, gpt2...), so
 // the tokenizer is built directly rather than through Model (llama only).
 Vocab LoadVocab(const char* file) {
-  const char* dir = std::getenv("LLM_FUZZ_DATA_DIR");
-  std::string path = std::string(dir ? dir : LLM_FUZZ_DATA_DIR) + "/tokenizer/" + file;
+  const char* dir = std::getenv("LLM_VOCAB_DIR");
+  if (dir == nullptr || *dir == '\0') {
+    std::fprintf(stderr,
+                 "tokenizer_fuzzer: LLM_VOCAB_DIR is unset: run "
+                 "`export LLM_VOCAB_DIR=$(scripts/fetch_vocabs.sh)`\n");
+    std::abort();  // a setup error, not a finding
+  }
+  std::string path = std::string(dir) + "/" + file;
   Vocab v;
   auto gguf = llm::GgufFile::Open(path);
   if (gguf.ok()) {

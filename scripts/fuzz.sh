@@ -39,6 +39,9 @@ while [ $# -gt 0 ]; do
 done
 all_targets="gguf_parse_fuzzer model_load_fuzzer tokenizer_fuzzer chat_format_fuzzer session_load_fuzzer"
 targets=${targets:-$all_targets}
+case " $targets " in  # tokenizer_fuzzer reads llama.cpp's vocabularies
+  *" tokenizer_fuzzer "*) export LLM_VOCAB_DIR="${LLM_VOCAB_DIR:-$(scripts/fetch_vocabs.sh)}" ;;
+esac
 jobs=${JOBS:-2}
 
 configure_and_build() {  # DIR EXTRA_CMAKE_ARGS...

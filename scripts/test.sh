@@ -3,7 +3,7 @@
 # file fails the run instead of being skipped.
 #
 # Stages and their budget on 2 cores (CI allows 90 minutes; we aim for < 60):
-#   1. setup + model fetch                      ~ 2 min
+#   1. setup + model and vocabulary fetch      ~ 3 min
 #   2. main: repository size check, Release build + full test suite,
 #      language bindings (scripts/test_bindings.sh)  ~ 12 min
 #   3. asan: ASan/UBSan/LSan build + suite      ~ 14 min (the two real-model
@@ -16,7 +16,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stages="${LLM_TEST_STAGES:-main asan tsan fuzz}"
 ./scripts/setup.sh
-export LLM_MODEL_PATH="${LLM_MODEL_PATH:-$(./scripts/fetch_model.sh)}"
+# Plain assignments, then export: a failed fetch stops the script (set -e
+# ignores a failing command substitution inside `export`).
+LLM_MODEL_PATH="${LLM_MODEL_PATH:-$(./scripts/fetch_model.sh)}"
+# llama.cpp's tokenizer vocabularies (77 MB download once, then cached).
+LLM_VOCAB_DIR="${LLM_VOCAB_DIR:-$(./scripts/fetch_vocabs.sh)}"
+export LLM_MODEL_PATH LLM_VOCAB_DIR
 
 stage() {  # stage NAME COMMAND...: run one timed stage
   local name=$1 start=$SECONDS

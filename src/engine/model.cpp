@@ -6,6 +6,7 @@
 #include "core/status.h"
 #include "engine/executor.h"
 #include "engine/model_fingerprint.h"
+#include "model/vocab_only_hparams.h"
 
 #include <unistd.h>
 
@@ -55,7 +56,11 @@ absl::StatusOr<std::shared_ptr<Model>> Model::LoadMemory(const uint8_t* data, si
 absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gguf,
                                                     const ModelLoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
-  LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  if (options.vocab_only) {  // no compute: the architecture's keys are not judged
+    LLM_ASSIGN_OR_RETURN(model->hparams_, ReadVocabOnlyHParams(*gguf));
+  } else {
+    LLM_ASSIGN_OR_RETURN(model->hparams_, ReadLlamaHParams(*gguf));
+  }
   if (!options.vocab_only && options.kv_budget_bytes > 0 &&
       options.kv_budget_bytes < model->kv_layout().block_bytes()) {
     // A pool must hold at least one block; raising the cap silently would
@@ -89,6 +94,7 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                          LlamaModel::Create(*gguf, model->hparams_, *model->backend_));
   }
   LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
+  if (options.vocab_only) model->hparams_.n_vocab = model->tokenizer_->n_vocab();
   if (model->tokenizer_->n_vocab() != model->hparams_.n_vocab) {
     return Errorf(LLM_ERR_BAD_MODEL, "tokenizer has %d tokens but the model's vocabulary is %d",
                   model->tokenizer_->n_vocab(), model->hparams_.n_vocab);

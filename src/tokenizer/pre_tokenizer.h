@@ -24,11 +24,27 @@ enum class PreTokenizerType {
   kStarcoder,      // "starcoder", "smollm", "refact", "command-r", ...
   kFalcon,         // "falcon"
   kDeepseekCoder,  // "deepseek-coder"
+  kDeepseekLlm,    // "deepseek-llm"
+  kLlama3,         // "llama-bpe" (Llama 3.x), "llama3", "dbrx", "smaug-bpe", ...
+  kQwen2,          // "qwen2" (Qwen2, Qwen2.5, Qwen3), "stablelm2", ... : digits one by one
+  kQwen35,         // "qwen35": as kQwen2, combining marks join letter runs
+  kTekken,         // "tekken" (Mistral Nemo, Ministral): case-aware letter runs
 };
 
-// Maps a tokenizer.ggml.pre value ("" = absent) to a type; LLM_ERR_UNSUPPORTED
-// naming the value for pre-tokenizers libllm does not implement.
-absl::StatusOr<PreTokenizerType> ParsePreTokenizer(std::string_view pre);
+// What a tokenizer.ggml.pre value selects. Besides the split, llama.cpp ties
+// two options to the name: ignore_merges (a word that is itself a vocabulary
+// token is emitted whole, without running the merges) and whether BOS is
+// added by default (tokenizer.ggml.add_bos_token, when present, overrides).
+struct PreTokenizerSpec {
+  PreTokenizerType type = PreTokenizerType::kDefault;
+  bool ignore_merges = false;
+  bool add_bos = false;
+};
+
+// Maps a tokenizer.ggml.pre value ("" = absent) to its spec;
+// LLM_ERR_UNSUPPORTED naming the value for pre-tokenizers libllm does not
+// implement.
+absl::StatusOr<PreTokenizerSpec> ParsePreTokenizer(std::string_view pre);
 
 // Splits codepoints into words. Returns the length (in codepoints) of each
 // word, in order; the lengths sum to cpts.size(). Empty input -> no words.

@@ -134,7 +134,11 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
   LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> pre, gguf.GetString("tokenizer.ggml.pre"));
   if (type_ == TokenizerType::kBpe) {
     // SentencePiece has no pre-tokenizer (llama.cpp ignores the key there).
-    LLM_ASSIGN_OR_RETURN(pre_, ParsePreTokenizer(pre.value_or(std::string_view())));
+    LLM_ASSIGN_OR_RETURN(const PreTokenizerSpec spec,
+                         ParsePreTokenizer(pre.value_or(std::string_view())));
+    pre_ = spec.type;
+    ignore_merges_ = spec.ignore_merges;
+    pre_add_bos_ = spec.add_bos;
   }
 
   LLM_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens,
@@ -201,7 +205,7 @@ absl::Status Tokenizer::Load(const GgufFile& gguf) {
                          BpeMerges::Build(&token_to_id_, static_cast<int32_t>(n), merges));
     merges_ = std::make_unique<BpeMerges>(std::move(m));
     add_space_prefix_ = false;
-    add_bos_ = false;
+    add_bos_ = pre_add_bos_;
   } else {
     for (int b = 0; b < 256; ++b) {
       static const char kHex[] = "0123456789ABCDEF";
@@ -403,12 +407,23 @@ void Tokenizer::TokenizeBpe(std::string_view text, std::vector<int32_t>* out) co
   const std::vector<uint32_t> cpts = DecodeUtf8Lenient(text);
   const std::vector<size_t> words = PreTokenize(pre_, cpts);
   BpeMerges::Scratch scratch;
-  std::string utf8;
+  std::string utf8, encoded;
   size_t pos = 0;
   for (size_t len : words) {
     utf8.clear();
     for (size_t i = pos; i < pos + len; ++i) AppendUtf8(cpts[i], &utf8);
     pos += len;
+    if (ignore_merges_) {
+      // The whole word, byte-encoded, may be a token: then it is emitted
+      // without merging (llama.cpp's ignore_merges).
+      encoded.clear();
+      for (char c : utf8) encoded += ByteToUnicodeUtf8(static_cast<uint8_t>(c));
+      const int32_t id = TokenId(encoded);
+      if (id >= 0) {
+        out->push_back(id);
+        continue;
+      }
+    }
     merges_->EncodeWord(utf8, &scratch, out);
   }
 }

@@ -91,6 +91,9 @@ class Tokenizer {
   int32_t unk() const { return unk_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  // SentencePiece: a space is put in front of the text (and after each
+  // special token); tokenizer.ggml.add_space_prefix, default true.
+  bool add_space_prefix() const { return add_space_prefix_; }
 
   // End of generation: EOS, EOT, EOM, the FIM pad/repo/file-separator tokens
   // and tokens whose text is "<|im_end|>", "<|end|>", "<|eot_id|>",
@@ -137,6 +140,8 @@ class Tokenizer {
 
   TokenizerType type_ = TokenizerType::kBpe;
   PreTokenizerType pre_ = PreTokenizerType::kDefault;
+  bool ignore_merges_ = false;      // a word that is a token is not merged (PreTokenizerSpec)
+  bool pre_add_bos_ = false;        // the pre-tokenizer's default for add_bos
   std::vector<std::string> texts_;  // [n_vocab]
   std::vector<float> scores_;       // [n_vocab]
   std::vector<uint8_t> attrs_;      // [n_vocab] Attr bits

@@ -117,7 +117,8 @@ TEST(StreamingDetokenizer, RendersControlTokensOnlyWhenAsked) {
 // Emoji (ZWJ sequences) and CJK through a real byte-level BPE vocabulary,
 // one token at a time.
 TEST(StreamingDetokenizer, EmojiAndCjkWithGpt2Vocab) {
-  auto tok = testing_tok::LoadTokenizer(testing_tok::DataDir() + "ggml-vocab-gpt-2.gguf");
+  LLM_REQUIRE_VOCAB(path, "ggml-vocab-gpt-2");
+  auto tok = testing_tok::LoadTokenizer(path);
   ASSERT_TRUE(tok.ok()) << tok.status();
   const std::string text =
       "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 "

@@ -1,9 +1,11 @@
 // Token ids, detokenization, special ids and pieces must equal llama.cpp's
 // (goldens written by tools/gen_tokenizer_goldens.py with llama-cpp-python)
-// for every vocabulary in tests/data/tokenizer/ and for the SmolLM2 model.
+// for every vocabulary (llama.cpp's, $LLM_VOCAB_DIR from scripts/fetch_vocabs.sh)
+// and for the SmolLM2 model.
 #include <clocale>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,23 +47,24 @@ std::vector<int32_t> Ids(const Value& arr) {
 class TokenizerGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string path = VocabPath(GetParam());
-    if (!FileExists(path)) {
-      if (IsCi()) FAIL() << "missing " << path << " (CI=true)";
-      GTEST_SKIP() << "missing " << path << " (set LLM_MODEL_PATH)";
-    }
+    LLM_REQUIRE_VOCAB(path, GetParam());
     golden_ = testing_json::Parse(ReadFile(DataDir() + GetParam() + ".golden.json"));
-    auto tok = LoadTokenizer(path);
+    auto tok = GetParam().find('+') != std::string::npos
+                   ? LoadDerivedTokenizer(GetParam(), &derived_bytes_)
+                   : LoadTokenizer(path);
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = std::move(*tok);
   }
+  std::vector<uint8_t> derived_bytes_;
   Value golden_;
   std::unique_ptr<Tokenizer> tok_;
 };
 
 TEST_P(TokenizerGoldenTest, IdsMatchLlamaCpp) {
   const Value& cases = golden_["cases"];
-  ASSERT_GE(cases.arr.size(), 160u);  // >= 40 strings x 4 flag combinations
+  // ~80 strings x 4 flag combinations + llama.cpp's test strings + 220
+  // generated ones (tools/gen_tokenizer_goldens.py).
+  ASSERT_GE(cases.arr.size(), 500u);
   int failures = 0;
   for (const Value& c : cases.arr) {
     const std::string text = FromHex(c["text"].str);
@@ -152,7 +155,9 @@ TEST_P(TokenizerGoldenTest, RoundTrip) {
     auto ids = tok_->Tokenize(text, false, false);
     ASSERT_TRUE(ids.ok());
     std::string want = text;
-    if (tok_->type() == TokenizerType::kSpm && !text.empty()) want = " " + text;
+    if (tok_->type() == TokenizerType::kSpm && tok_->add_space_prefix() && !text.empty()) {
+      want = " " + text;
+    }
     EXPECT_EQ(tok_->Detokenize(*ids, false), want) << Printable(text);
     ++checked;
   }
@@ -267,14 +272,74 @@ TEST_P(TokenizerGoldenTest, LargeInput) {
   auto ids2 = tok_->Tokenize(one_word, false, false);
   ASSERT_TRUE(ids2.ok());
   EXPECT_EQ(tok_->Detokenize(*ids2, false).size(),
-            one_word.size() + (tok_->type() == TokenizerType::kSpm));
+            one_word.size() + (tok_->type() == TokenizerType::kSpm && tok_->add_space_prefix()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerGoldenTest,
-                         ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-gpt-neox",
-                                           "ggml-vocab-starcoder", "ggml-vocab-falcon",
-                                           "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
-                                           "ggml-vocab-phi-3", "smollm2"),
+INSTANTIATE_TEST_SUITE_P(
+    Vocabs, TokenizerGoldenTest,
+    ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-gpt-neox", "ggml-vocab-starcoder",
+                      "ggml-vocab-falcon", "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
+                      "ggml-vocab-phi-3", "ggml-vocab-llama-bpe", "ggml-vocab-qwen2",
+                      "ggml-vocab-qwen35", "ggml-vocab-deepseek-llm", "ggml-vocab-baichuan",
+                      "llama-bpe+tekken", "llama-spm+no-prefix", "smollm2"),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      std::string n = info.param;
+      for (char& c : n) {
+        if (c == '-' || c == '+') c = '_';
+      }
+      return n;
+    });
+
+// llama.cpp's own tokenizer test strings (<vocab>.gguf.inp, separated by
+// "\n__ggml_vocab_test__\n") and their expected ids (<vocab>.gguf.out, one
+// line of space-separated ids per string), shipped with the vocabularies and
+// checked by llama.cpp's test-tokenizer-0: add_special and parse_special off.
+class LlamaCppTestStrings : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaCppTestStrings, IdsMatch) {
+  LLM_REQUIRE_VOCAB(path, GetParam());
+  const std::string inp = ReadFile(path + ".inp"), out = ReadFile(path + ".out");
+  ASSERT_FALSE(inp.empty() || out.empty()) << "missing " << path << ".inp/.out";
+  std::vector<std::string> texts;
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  for (size_t pos = 0;;) {
+    const size_t next = inp.find(sep, pos);
+    texts.push_back(inp.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) break;
+    pos = next + sep.size();
+  }
+  if (!texts.empty() && texts.back().empty()) texts.pop_back();  // after the last separator
+  std::vector<std::vector<int32_t>> want;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ids(line);
+    want.emplace_back();
+    for (int32_t id; ids >> id;) want.back().push_back(id);
+  }
+  ASSERT_GE(want.size(), texts.size());
+  ASSERT_GE(texts.size(), 30u);
+  auto tok = LoadTokenizer(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  int failures = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto ids = (*tok)->Tokenize(texts[i], false, false);
+    ASSERT_TRUE(ids.ok());
+    if (*ids != want[i] && ++failures <= 5) {
+      ADD_FAILURE() << "text '" << Printable(texts[i]) << "'\n  got  "
+                    << ::testing::PrintToString(*ids) << "\n  want "
+                    << ::testing::PrintToString(want[i]);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabs, LlamaCppTestStrings,
+                         ::testing::Values("ggml-vocab-gpt-2", "ggml-vocab-starcoder",
+                                           "ggml-vocab-falcon", "ggml-vocab-deepseek-coder",
+                                           "ggml-vocab-llama-spm", "ggml-vocab-phi-3",
+                                           "ggml-vocab-llama-bpe", "ggml-vocab-qwen2",
+                                           "ggml-vocab-qwen35", "ggml-vocab-deepseek-llm",
+                                           "ggml-vocab-mpt", "ggml-vocab-refact"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n) {

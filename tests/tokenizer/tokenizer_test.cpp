@@ -116,13 +116,38 @@ TEST(TokenizerMetadata, UnknownModelIsUnsupported) {
   ExpectStatus(b, LLM_ERR_UNSUPPORTED, "bert");
 }
 
+// llama.cpp's ignore_merges (llama-bpe, tekken): a word that is itself a
+// token is emitted whole even where the merges cannot build it; other
+// pre-tokenizers run the merges. "ba" is a token here, but no merge makes it.
+TEST(TokenizerMetadata, IgnoreMergesEmitsWholeWordTokens) {
+  for (const char* pre : {"llama-bpe", "qwen2"}) {
+    SCOPED_TRACE(pre);
+    GgufBuilder b;
+    b.Str("tokenizer.ggml.model", "gpt2")
+        .Str("tokenizer.ggml.pre", pre)
+        .StrArray("tokenizer.ggml.tokens", {"a", "b", "ab", "ba", "<s>"})
+        .StrArray("tokenizer.ggml.merges", {"a b"})
+        .U32("tokenizer.ggml.bos_token_id", 4);
+    Built keep;
+    auto tok = Load(b, &keep);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    const bool llama3 = std::string(pre) == "llama-bpe";
+    const std::vector<int32_t> want_ba =
+        llama3 ? std::vector<int32_t>{3} : std::vector<int32_t>{1, 0};
+    EXPECT_EQ(*(*tok)->Tokenize("ba", false, false), want_ba);
+    EXPECT_EQ(*(*tok)->Tokenize("ab", false, false), (std::vector<int32_t>{2}));
+    // llama-bpe adds BOS by default (no tokenizer.ggml.add_bos_token here).
+    EXPECT_EQ((*tok)->add_bos(), llama3);
+  }
+}
+
 TEST(TokenizerMetadata, UnknownPreIsUnsupported) {
   GgufBuilder b;
   b.Str("tokenizer.ggml.model", "gpt2")
-      .Str("tokenizer.ggml.pre", "qwen2")
+      .Str("tokenizer.ggml.pre", "no-such-pre")
       .StrArray("tokenizer.ggml.tokens", {"a", "b", "ab"})
       .StrArray("tokenizer.ggml.merges", {"a b"});
-  ExpectStatus(b, LLM_ERR_UNSUPPORTED, "qwen2");
+  ExpectStatus(b, LLM_ERR_UNSUPPORTED, "no-such-pre");
 }
 
 TEST(TokenizerMetadata, MissingModelOrTokens) {

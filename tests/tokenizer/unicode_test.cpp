@@ -89,8 +89,34 @@ TEST(TokenizerUnicode, PreTokenizerSplits) {
   EXPECT_EQ(Words(PreTokenizerType::kFalcon, "12345 a.b"), (V{"123", "45", " a", ".", "b"}));
   EXPECT_EQ(Words(PreTokenizerType::kDeepseekCoder, "ab\n 12"), (V{"ab", "\n", " ", "1", "2"}));
   EXPECT_TRUE(Words(PreTokenizerType::kGpt2, "").empty());
-  EXPECT_FALSE(ParsePreTokenizer("llama3").ok());
-  EXPECT_TRUE(ParsePreTokenizer("smollm").ok());
+  // The default list leaves the backtick (a symbol) to GPT-2's rule, so a
+  // space joins it (GPT-NeoX has a " `" token); falcon's list splits it off.
+  EXPECT_EQ(Words(PreTokenizerType::kDefault, "a `b`"), (V{"a", " `", "b", "`"}));
+  EXPECT_EQ(Words(PreTokenizerType::kFalcon, "a `b`"), (V{"a", " ", "`", "b", "`"}));
+  // Llama 3: digits in threes, punctuation takes the newlines after it.
+  EXPECT_EQ(Words(PreTokenizerType::kLlama3, "Hello  world's 12345!!\n\n x"),
+            (V{"Hello", " ", " world", "'s", " ", "123", "45", "!!\n\n", " x"}));
+  // Qwen2: digits one by one; the contraction match is case-insensitive.
+  EXPECT_EQ(Words(PreTokenizerType::kQwen2, "IT'S 12\t\n\nok"),
+            (V{"IT", "'S", " ", "1", "2", "\t\n\n", "ok"}));
+  // Qwen3.5: a combining mark continues a letter run (Qwen2 splits it off).
+  EXPECT_EQ(Words(PreTokenizerType::kQwen35, "cafe\xCC\x81!"), (V{"cafe\xCC\x81", "!"}));
+  EXPECT_EQ(Words(PreTokenizerType::kQwen2, "cafe\xCC\x81!"), (V{"cafe", "\xCC\x81!"}));
+  // Tekken: an upper-case run joins the lower-case run after it.
+  EXPECT_EQ(Words(PreTokenizerType::kTekken, "HelloWORLDfoo BARbaz ABC."),
+            (V{"Hello", "WORLDfoo", " BARbaz", " ABC", "."}));
+  // DeepSeek LLM: its own letter and punctuation classes, trailing spaces.
+  EXPECT_EQ(Words(PreTokenizerType::kDeepseekLlm, "Hello, \xE4\xB8\x96\xE7\x95\x8C 123  "),
+            (V{"Hello", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "123", "  "}));
+  for (const char* pre : {"llama-bpe", "qwen2", "qwen35", "deepseek-llm", "tekken", "smollm"}) {
+    EXPECT_TRUE(ParsePreTokenizer(pre).ok()) << pre;
+  }
+  EXPECT_TRUE(ParsePreTokenizer("llama-bpe")->ignore_merges);
+  EXPECT_TRUE(ParsePreTokenizer("llama-bpe")->add_bos);
+  EXPECT_FALSE(ParsePreTokenizer("qwen2")->add_bos);
+  auto unknown = ParsePreTokenizer("no-such-pre");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("no-such-pre"), std::string::npos);
 }
 
 }  // namespace
