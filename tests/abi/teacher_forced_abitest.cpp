@@ -50,6 +50,14 @@
 // LLM_TEACHER_GOLDEN=<name> replaces the golden of every case (e.g. the
 // F32-KV golden for the F16-KV run: the wrong reference).
 //
+// Exact cases (the K-quants, Q5_0, Q5_1, IQ4_NL, IQ4_XS): libllm reproduces
+// llama.cpp's arithmetic for these types (backend/cpu/kquant_kernels.h) and
+// the reference ran with the same KV type, so every logit must equal the
+// reference's up to the golden's own rounding: max |diff| <= 1 / (2
+// inv_scale). Their tiny models (except Q4_K / Q6_K, committed) are made at
+// test time by tools/make_quant_tiny_models.py (numpy + gguf), which checks
+// each file's sha256 against the golden's .json.
+//
 // Golden format: see the docstring of tools/gen_teacher_goldens.py.
 // Reading the .gz uses zlib when the build defines LLM_HAVE_ZLIB (and links
 // ZLIB::ZLIB), else `gzip -dc` through popen.
@@ -58,6 +66,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <ostream>
@@ -337,6 +346,8 @@ struct Case {
   const char *golden;     // tests/data/golden/<golden>.teacher.bin.gz
   const char *tiny_type;  // nullptr: the real model (DefaultModelPath)
   int32_t kv_type;
+  bool exact = false;      // logits bit-identical to the reference's (see the header)
+  bool generated = false;  // tiny model made by tools/make_quant_tiny_models.py
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -391,9 +402,31 @@ struct Mutation {
   }
 };
 
+// Where tools/make_quant_tiny_models.py puts its models: $LLM_QUANT_TINY_DIR,
+// else a directory under the test's temporary directory.
+std::string GeneratedModelDir() {
+  return llm_abi_test::EnvOr("LLM_QUANT_TINY_DIR", ::testing::TempDir() + "libllm-quant-tiny");
+}
+
 std::string ModelPathFor(const Case &c) {
+  if (c.generated) return GeneratedModelDir() + "/tiny-llama-" + c.tiny_type + ".gguf";
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
+}
+
+// Makes a generated tiny model unless it exists. Returns "" or what failed.
+std::string MakeGeneratedModel(const Case &c) {
+  if (llm_abi_test::FileExists(ModelPathFor(c))) return "";
+#ifdef LLM_SOURCE_DIR
+  const std::string source = LLM_SOURCE_DIR;
+#else
+  const std::string source = ".";
+#endif
+  const std::string cmd = "python3 '" + source + "/tools/make_quant_tiny_models.py' '" +
+                          GeneratedModelDir() + "' --verify --types " + c.tiny_type + " >/dev/null";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) return "'" + cmd + "' failed (" + std::to_string(rc) + "): needs python3 with numpy and gguf";
+  return "";
 }
 
 class TeacherForcedTest : public ::testing::TestWithParam<Case> {};
@@ -404,6 +437,10 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   const std::string golden_path = llm_abi_test::TestDataPath(
       "golden/" + llm_abi_test::EnvOr("LLM_TEACHER_GOLDEN", c.golden) + ".teacher.bin.gz");
   Mutation mutation = Mutation::FromEnv();
+  if (c.generated) {
+    const std::string err = MakeGeneratedModel(c);
+    if (!err.empty()) LLM_ABI_SKIP_OR_FAIL(err);
+  }
   LLM_ABI_REQUIRE_FILE(model_path);
   LLM_ABI_REQUIRE_FILE(golden_path);
 
@@ -619,6 +656,11 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   EXPECT_LE(max_abs, 1.0);
   EXPECT_LE(mean_lse, 0.1) << "log-sum-exp over the whole vocabulary";
   EXPECT_LE(max_lse, 1.0) << "log-sum-exp over the whole vocabulary";
+  if (c.exact) {
+    // Bit-identical logits differ from the stored ones by the rounding only.
+    EXPECT_LE(max_abs, 0.5 / g.inv_scale * (1.0 + 1e-9))
+        << "this type must reproduce llama.cpp's logits bit for bit";
+  }
   if (c.tiny_type != nullptr) {
     EXPECT_LE(mean_abs, kTinyMeanRelStd * ref_std) << "relative to the reference logit spread";
     EXPECT_LE(max_abs, kTinyMaxRelStd * ref_std) << "relative to the reference logit spread";
@@ -634,9 +676,11 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 // outside the top in ascending order with values at most the top's smallest,
 // and log_sum_exp is at least the log-sum-exp of the stored entries.
 TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
-  const char *names[] = {"smollm2",         "smollm2-kvf32",   "tiny-llama-F16",
-                         "tiny-llama-BF16", "tiny-llama-Q8_0", "tiny-llama-Q4_0",
-                         "tiny-llama-Q4_K", "tiny-llama-Q6_K"};
+  const char *names[] = {"smollm2",           "smollm2-kvf32",     "tiny-llama-F16",
+                         "tiny-llama-BF16",   "tiny-llama-Q8_0",   "tiny-llama-Q4_0",
+                         "tiny-llama-Q4_K",   "tiny-llama-Q6_K",   "tiny-llama-Q2_K",
+                         "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
+                         "tiny-llama-Q5_1",   "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -647,8 +691,13 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
     ASSERT_TRUE(ParseGolden(raw, &g, &err)) << path << ": " << err;
     const bool smollm2 = std::string(name).rfind("smollm2", 0) == 0;
     EXPECT_EQ(g.version, smollm2 ? kVersionCompact : kVersionFull) << path;
-    // The F32-KV golden is a smaller companion (8 prompts) of the main one.
-    EXPECT_GE(g.prompts.size(), std::string(name) == "smollm2-kvf32" ? 8u : 20u) << path;
+    // The F32-KV golden is a smaller companion (8 prompts) of the main one;
+    // the generated-model goldens hold 6 prompts (repository size).
+    const std::string n(name);
+    const bool small = n == "smollm2-kvf32" || n.find("Q5") != std::string::npos ||
+                       n.find("Q2_K") != std::string::npos || n.find("Q3_K") != std::string::npos ||
+                       n.find("IQ4") != std::string::npos;
+    EXPECT_GE(g.prompts.size(), small ? 6u : 20u) << path;
     EXPECT_EQ(g.n_cont, 32u) << path;
     const size_t n_stored = g.n_stored();
     const double scale = 1.0 / g.inv_scale;
@@ -711,8 +760,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_BF16", "tiny-llama-BF16", "BF16", LLM_KV_F32},
                       Case{"Tiny_Q8_0", "tiny-llama-Q8_0", "Q8_0", LLM_KV_F32},
                       Case{"Tiny_Q4_0", "tiny-llama-Q4_0", "Q4_0", LLM_KV_F32},
-                      Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32},
-                      Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32}),
+                      // The Q4_K / Q6_K goldens' reference ran with an F16 KV cache.
+                      Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F16, true},
+                      Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F16, true},
+                      Case{"Tiny_Q2_K", "tiny-llama-Q2_K", "Q2_K", LLM_KV_F32, true, true},
+                      Case{"Tiny_Q3_K", "tiny-llama-Q3_K", "Q3_K", LLM_KV_F32, true, true},
+                      Case{"Tiny_Q5_K", "tiny-llama-Q5_K", "Q5_K", LLM_KV_F32, true, true},
+                      Case{"Tiny_Q5_0", "tiny-llama-Q5_0", "Q5_0", LLM_KV_F32, true, true},
+                      Case{"Tiny_Q5_1", "tiny-llama-Q5_1", "Q5_1", LLM_KV_F32, true, true},
+                      Case{"Tiny_IQ4_NL", "tiny-llama-IQ4_NL", "IQ4_NL", LLM_KV_F32, true, true},
+                      Case{"Tiny_IQ4_XS", "tiny-llama-IQ4_XS", "IQ4_XS", LLM_KV_F32, true, true}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 }  // namespace
