@@ -46,6 +46,14 @@ inline __m256i Scales16(int lo, int hi) {
                           _mm_set1_epi16(static_cast<int16_t>(lo)));
 }
 
+// Chunk c's pair scales from 16 per-16-element scales (int8 in s16): lanes
+// 0..7 get s16[2c], lanes 8..15 s16[2c + 1] (ggml's get_scale_shuffle).
+inline __m256i ChunkScales16(__m128i s16, int c) {
+  const __m128i pick =
+      _mm_set_epi64x(0x0101010101010101LL * (2 * c + 1), 0x0101010101010101LL * (2 * c));
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s16, pick));
+}
+
 // ---- K-quant blocks (256 elements, Q8_K activations) -----------------------
 
 struct KUnpacked {
@@ -98,22 +106,25 @@ inline __m256i Load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+#define LLM_KQ_INLINE inline __attribute__((always_inline))
+
 template <DType T>
-inline void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
+LLM_KQ_INLINE void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(3);
   if constexpr (T == DType::kQ2_K) {
     u->d = F16(b.d);
     u->dmin = F16(b.dmin);
+    const __m128i ms = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i sc4 = _mm_and_si128(ms, _mm_set1_epi8(0x0F));  // 0..15, also as int8
     for (int h = 0; h < 2; ++h) {
       const __m256i bits = Load32(b.qs + 32 * h);
       for (int k = 0; k < 4; ++k) {
         const int c = 4 * h + k;
         u->w[c] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
-        u->sc[c] = Scales16(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
+        u->sc[c] = ChunkScales16(sc4, c);
       }
     }
-    const __m128i ms = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     u->extra = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), _mm_set1_epi8(0x0F)));
   } else if constexpr (T == DType::kQ3_K) {
     u->d = F16(b.d);
@@ -142,14 +153,23 @@ inline void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
   } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     u->d = F16(b.d);
     u->dmin = F16(b.dmin);
-    int16_t mins[8];
+    // The 8 six-bit scales (bytes 0..7) and mins (8..15) of the block, as
+    // ggml's vec_dot unpacks them (get_scale_min_k4 for all 8 at once).
+    uint32_t aux[4];
+    std::memcpy(aux, b.scales, 12);
+    aux[3] = ((aux[2] >> 4) & 0x0f0f0f0f) | (((aux[1] >> 6) & 0x03030303) << 4);
+    const uint32_t mins_lo = aux[1] & 0x3f3f3f3f;
+    aux[1] = (aux[2] & 0x0f0f0f0f) | (((aux[0] >> 6) & 0x03030303) << 4);
+    aux[2] = mins_lo;
+    aux[0] &= 0x3f3f3f3f;
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aux)));
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
     for (int j = 0; j < 8; ++j) {
-      uint8_t s, m;
-      GetScaleMinK4(j, b.scales, &s, &m);
-      mins[j] = m;
-      u->sc[j] = _mm256_set1_epi16(s);
+      // Every int16 lane = scale j (bytes 2j, 2j + 1 of the 8 int16 scales).
+      const __m256i pick = _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
+      u->sc[j] = _mm256_shuffle_epi8(scales, pick);
     }
-    u->extra = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins)));
+    u->extra = _mm256_castsi128_si256(_mm256_extracti128_si256(sm, 1));
     __m256i hbits = _mm256_setzero_si256();
     if constexpr (T == DType::kQ5_K) hbits = Load32(b.qh);
     for (int j = 0; j < 4; ++j) {
@@ -182,8 +202,9 @@ inline void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
       u->w[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), h2);
       u->w[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4), h3);
     }
-    for (int c = 0; c < 8; ++c) u->sc[c] = Scales16(b.scales[2 * c], b.scales[2 * c + 1]);
-    u->extra = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    const __m128i s16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    for (int c = 0; c < 8; ++c) u->sc[c] = ChunkScales16(s16, c);
+    u->extra = _mm256_cvtepi8_epi16(s16);
   } else {  // IQ4_XS
     u->d = F16(b.d);
     const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
@@ -205,7 +226,7 @@ inline void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
 // One activation row's contribution of one unpacked block (q8: the row's 256
 // Q8_K values, yd its scale, bsum its 16 block sums).
 template <DType T>
-inline void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
+LLM_KQ_INLINE void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
                         KState* st) {
   __m256i sumi = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
@@ -276,6 +297,22 @@ void KernelK(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, co
     for (int64_t o = o_begin; o < o_end; ++o) {
       const Block* blocks =
           reinterpret_cast<const Block*>(static_cast<const char*>(W) + o * row_bytes);
+      if (nr == 1) {
+        // One row (decode): the unpacked block lives in registers only (the
+        // same operations, fused by the compiler).
+        KState one;
+        one.acc = _mm256_setzero_ps();
+        one.acc_m = _mm_setzero_ps();
+        one.summs = 0.0f;
+        for (int64_t i = 0; i < a.n_kblocks; ++i) {
+          KUnpacked u1;
+          UnpackK<T>(blocks[i], &u1);
+          AccumulateK<T>(u1, a.kq + rb * a.n_in + 256 * i, a.kd[rb * a.n_kblocks + i],
+                         a.kbsum + (rb * a.n_kblocks + i) * 16, &one);
+        }
+        y[rb * y_stride + o] = FinishK<T>(one);
+        continue;
+      }
       for (int64_t r = 0; r < nr; ++r) {
         st[r].acc = _mm256_setzero_ps();
         st[r].acc_m = _mm_setzero_ps();
