@@ -438,7 +438,9 @@ std::string MakeGeneratedModel(const Case &c) {
   const std::string cmd = "python3 '" + source + "/tools/make_quant_tiny_models.py' '" +
                           GeneratedModelDir() + "' --verify --types " + c.tiny_type + " >/dev/null";
   const int rc = std::system(cmd.c_str());
-  if (rc != 0) return "'" + cmd + "' failed (" + std::to_string(rc) + "): needs python3 with numpy and gguf";
+  if (rc != 0) {
+    return "'" + cmd + "' failed (" + std::to_string(rc) + "): needs python3 with numpy and gguf";
+  }
   return "";
 }
 

@@ -227,7 +227,7 @@ LLM_KQ_INLINE void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
 // Q8_K values, yd its scale, bsum its 16 block sums).
 template <DType T>
 LLM_KQ_INLINE void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
-                        KState* st) {
+                               KState* st) {
   __m256i sumi = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * c));
