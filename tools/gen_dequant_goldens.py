@@ -9,8 +9,9 @@ C++ DequantizeRow must match the float32 output bit for bit
 
 Output: tests/data/dequant/<TYPE>.bin, little-endian:
   offset 0   char[4]  magic "DQG1"
-  offset 4   u32      GGML type id (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0,
-                      12 Q4_K, 14 Q6_K, 30 BF16)
+  offset 4   u32      GGML type id (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 6 Q5_0,
+                      7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K,
+                      14 Q6_K, 20 IQ4_NL, 23 IQ4_XS, 30 BF16)
   offset 8   u32      n_elements
   offset 12  u32      n_src_bytes (= n_elements / block_elems * block_bytes)
   offset 16  u8[n_src_bytes]       raw GGUF tensor bytes
@@ -53,12 +54,15 @@ def raw_blocks(rng, qtype, n_blocks):
     """Random block bytes with finite f16 scales placed per the GGML layout."""
     _, type_size = GGML_QUANT_SIZES[qtype]
     b = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint32).astype(np.uint8)
-    if qtype in (T.Q4_0, T.Q8_0):
+    if qtype in (T.Q4_0, T.Q8_0, T.Q5_0, T.IQ4_NL, T.IQ4_XS):  # d first
         b[:, 0:2] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
-    elif qtype in (T.Q4_1, T.Q4_K):  # d, then m / dmin
+    elif qtype in (T.Q4_1, T.Q4_K, T.Q5_1, T.Q5_K):  # d, then m / dmin
         b[:, 0:2] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
         b[:, 2:4] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
-    elif qtype == T.Q6_K:  # d is the last 2 bytes
+    elif qtype in (T.Q6_K, T.Q3_K):  # d is the last 2 bytes
+        b[:, -2:] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
+    elif qtype == T.Q2_K:  # d, dmin are the last 4 bytes
+        b[:, -4:-2] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
         b[:, -2:] = random_f16_scales(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
     else:
         raise ValueError(qtype)
@@ -74,12 +78,12 @@ def make(qtype, rng):
         return bits.view(np.uint8), bits.size
     block_elems, _ = GGML_QUANT_SIZES[qtype]
     parts = []
-    if qtype in (T.Q8_0, T.Q4_0, T.Q4_1):
+    if qtype in (T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1):
         # Blocks quantized from real-looking data (gguf's own quantizer).
         x = (rng.standard_normal(48 * block_elems) * 0.05).astype(np.float32)
         parts.append(quants.quantize(x.reshape(-1, block_elems), qtype).reshape(-1))
         parts.append(raw_blocks(rng, qtype, 48))
-    else:  # K-quants: gguf-py has no quantizer for them; random bytes cover all patterns
+    else:  # K-quants, IQ4: gguf-py has no quantizer for them; random bytes cover all patterns
         parts.append(raw_blocks(rng, qtype, 16))
     raw = np.concatenate(parts).astype(np.uint8)
     _, type_size = GGML_QUANT_SIZES[qtype]
@@ -92,7 +96,8 @@ def main():
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "dequant")
     os.makedirs(out_dir, exist_ok=True)
     rng = np.random.default_rng(SEED)
-    types = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q6_K]
+    types = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q6_K,
+             T.Q5_0, T.Q5_1, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_XS]
     for qtype in types:
         raw, n_elements = make(qtype, rng)
         # dequantize() views raw uint8 bytes as the type itself (F32, F16 too).

@@ -95,7 +95,9 @@ TEST_P(DequantizeGoldenTest, BitExactWithGgufPackage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DequantizeGoldenTest,
-                         ::testing::Values("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"),
+                         ::testing::Values("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
+                                           "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                                           "Q6_K", "IQ4_XS"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 TEST(DequantizeTest, RejectsPartialBlocks) {
@@ -111,7 +113,7 @@ TEST(DequantizeTest, RejectsPartialBlocks) {
 TEST(DequantizeTest, RejectsUnsupportedTypes) {
   std::vector<uint8_t> src(1024, 0);
   std::vector<float> dst(256);
-  EXPECT_EQ(ToLlmStatus(DequantizeRow(DType::kQ5_K, src.data(), 256, dst.data())), LLM_ERR_UNSUPPORTED);
+  EXPECT_EQ(ToLlmStatus(DequantizeRow(DType::kQ8_K, src.data(), 256, dst.data())), LLM_ERR_UNSUPPORTED);
   EXPECT_EQ(ToLlmStatus(DequantizeRow(DType::kI32, src.data(), 4, dst.data())), LLM_ERR_UNSUPPORTED);
   EXPECT_EQ(ToLlmStatus(DequantizeRow(static_cast<DType>(99), src.data(), 4, dst.data())), LLM_ERR_UNSUPPORTED);
 }

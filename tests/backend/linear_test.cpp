@@ -41,7 +41,8 @@ TEST(LinearTest, BatchInvariantRowsEqualSingleRowsBitExact) {
     SetSimdLevelForTesting(level);
     SCOPED_TRACE(SimdLevelName(level));
     for (const Shape& s : {Shape{DType::kF16, 37, 200}, Shape{DType::kBF16, 29, 77},
-                           Shape{DType::kF32, 33, 131}, Shape{DType::kQ4_K, 19, 256}}) {
+                           Shape{DType::kF32, 33, 131}, Shape{DType::kQ4_K, 19, 256},
+                           Shape{DType::kIQ4_NL, 19, 96}}) {
       SCOPED_TRACE("type=" + std::to_string(static_cast<int>(s.type)) +
                    " n_out=" + std::to_string(s.n_out) + " n_in=" + std::to_string(s.n_in));
       const size_t row_bytes = *RowBytes(s.type, static_cast<size_t>(s.n_in));
@@ -66,7 +67,8 @@ TEST(LinearTest, BatchInvariantRowsEqualSingleRowsBitExact) {
                     std::memcmp(one.data(), all.data() + r * s.n_out, one.size() * sizeof(float)))
               << "row " << r << " threads=" << ctx.n_threads;
         }
-        // Default mode (oneDNN for these types at 40 rows): the same product
+        // Default mode (oneDNN for F16/BF16/F32 at 40 rows, QuantMatMul for
+        // the quantized types): the same product
         // up to f32 summation order, relative to sum_i |w_i x_i| (bounded
         // here by n_in * max|w| * max|x| = n_in; 1e-5 of that).
         LinearContext dflt;

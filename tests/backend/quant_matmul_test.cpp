@@ -1,8 +1,9 @@
 // QuantMatMul vs the float64 reference (weights dequantized by DequantizeRow,
 // itself bit-exact with the gguf package), on every SIMD level this CPU has.
 // Tolerances are relative to sum_i |w_i x_i| of each output:
-//   1e-5 for the exact-f32-activation types (F32/F16/BF16/Q4_K/Q6_K),
-//   2e-2 for Q8_0/Q4_0/Q4_1 whose activations are quantized to 8 bits.
+//   1e-5 for the exact-f32-activation types (F32/F16/BF16),
+//   2e-2 for the types whose activations are quantized to 8 bits (Q8_0,
+//   Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL per 32; the K-quants and IQ4_XS per 256).
 #include "backend/cpu/quant_matmul.h"
 
 #include <algorithm>
@@ -32,7 +33,12 @@ using testing_util::RandomWeights;
 using testing_util::SimdLevelGuard;
 using testing_util::SupportedLevels;
 
-bool QuantizedActs(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1; }
+bool QuantizedActs(DType t) { return QuantMatMulQuantizesActivations(t); }
+
+// The types of kquant_kernels.h.
+constexpr DType kKTypes[] = {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                             DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+constexpr DType k32Types[] = {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL};
 
 struct Shape {
   DType type;
@@ -50,7 +56,14 @@ std::vector<Shape> TestShapes() {
     s.push_back({t, 37, 32 * 7});  // odd block count
     s.push_back({t, 5, 576});
   }
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) s.push_back({t, 37, 256 * 3});
+  for (DType t : k32Types) {
+    s.push_back({t, 37, 32 * 7});  // odd block count (IQ4_NL: the odd last block)
+    s.push_back({t, 5, 576});
+  }
+  for (DType t : kKTypes) {
+    s.push_back({t, 37, 256 * 3});
+    s.push_back({t, 3, 256});
+  }
   return s;
 }
 
@@ -128,9 +141,15 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
   for (SimdLevel level : SupportedLevels()) {
     SetSimdLevelForTesting(level);
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                    DType::kQ4_1, DType::kQ4_K, DType::kQ6_K}) {
+                    DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K,
+                    DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
       SCOPED_TRACE(std::string(SimdLevelName(level)) + " " + Name(t));
-      const int64_t n_in = (t == DType::kQ4_K || t == DType::kQ6_K) ? 512 : 576;
+      const bool k_type = GetDTypeTraits(static_cast<uint32_t>(t))->block_elems == 256;
+      const int64_t n_in = k_type ? 768 : 576;
+      // IQ4_NL alone in a one-row call follows llama.cpp's vec_dot order,
+      // which differs from its batch order (kquant_kernels.h): the batch-
+      // invariant mode keeps one order for every row count.
+      const bool bi = t == DType::kIQ4_NL;
       const int64_t n_out = 301;  // > one parallel task, odd
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
@@ -138,16 +157,16 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       const std::vector<float> x = RandomVector(rng, n_rows * n_in);
       std::vector<float> y16(n_rows * n_out), y16_mt(n_rows * n_out), y1(n_out);
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y16.data(),
-                              n_out, nullptr)
+                              n_out, nullptr, bi)
                       .ok());
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y16_mt.data(),
-                              n_out, &pool2)
+                              n_out, &pool2, bi)
                       .ok());
       EXPECT_EQ(0, std::memcmp(y16.data(), y16_mt.data(), y16.size() * sizeof(float)))
           << "1 vs 2 threads differ";
       for (int64_t r = 0; r < n_rows; ++r) {
         ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + r * n_in, n_in, 1,
-                                y1.data(), n_out, r % 2 ? &pool2 : nullptr)
+                                y1.data(), n_out, r % 2 ? &pool2 : nullptr, bi)
                         .ok());
         ASSERT_EQ(0, std::memcmp(y1.data(), y16.data() + r * n_out, n_out * sizeof(float)))
             << "row " << r << ": n_rows=1 differs from n_rows=16";
@@ -160,7 +179,7 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
           std::memcpy(xl.data() + r * n_in, x.data() + (r % n_rows) * n_in, n_in * sizeof(float));
         }
         ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, xl.data(), n_in, n_long, yl.data(),
-                                n_out, &pool2)
+                                n_out, &pool2, bi)
                         .ok());
         for (int64_t r = 0; r < n_long; ++r) {
           ASSERT_EQ(0, std::memcmp(yl.data() + r * n_out, y16.data() + (r % n_rows) * n_out,
@@ -171,7 +190,7 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       // A 3-row batch taken from the middle gives the same rows again.
       std::vector<float> y3(3 * n_out);
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + 5 * n_in, n_in, 3, y3.data(),
-                              n_out, &pool2)
+                              n_out, &pool2, bi)
                       .ok());
       EXPECT_EQ(0, std::memcmp(y3.data(), y16.data() + 5 * n_out, y3.size() * sizeof(float)));
     }
@@ -184,8 +203,11 @@ TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16}) {
-    const int64_t n_out = 64, n_in = 32 * 9, n_rows = 2;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kQ5_0,
+                  DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    const bool k_type = GetDTypeTraits(static_cast<uint32_t>(t))->block_elems == 256;
+    const int64_t n_out = 64, n_in = k_type ? 256 * 3 : 32 * 9, n_rows = 2;
     const size_t rb = *RowBytes(t, n_in);
     const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
     const std::vector<float> x = RandomVector(rng, n_rows * n_in);
@@ -210,11 +232,17 @@ TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
 
 TEST(QuantMatMulTest, RejectsBadArguments) {
   std::vector<uint8_t> w(34 * 4, 0);
-  std::vector<float> x(64, 1.0f), y(8, 0.0f);
-  // Unsupported type.
+  std::vector<float> x(256, 1.0f), y(8, 0.0f);
+  // Unsupported types (Q8_K is an activation format only).
   absl::Status s =
-      QuantMatMul(DType::kQ5_0, w.data(), 22, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
+      QuantMatMul(DType::kQ8_1, w.data(), 36, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_UNSUPPORTED);
+  std::vector<uint8_t> wk(292, 0);
+  s = QuantMatMul(DType::kQ8_K, wk.data(), 292, 1, 256, x.data(), 256, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_UNSUPPORTED);
+  // A K-quant row must be whole 256-blocks.
+  s = QuantMatMul(DType::kQ4_K, wk.data(), 144, 1, 32, x.data(), 32, 1, y.data(), 1, nullptr);
+  EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
   // n_in not a whole number of blocks.
   s = QuantMatMul(DType::kQ8_0, w.data(), 34, 1, 33, x.data(), 33, 1, y.data(), 1, nullptr);
   EXPECT_EQ(ToLlmStatus(s), LLM_ERR_INVALID_ARGUMENT);
@@ -245,13 +273,14 @@ TEST(QuantMatMulTest, RejectsBadArguments) {
 // Non-finite activations propagate as NaN instead of turning into numbers.
 TEST(QuantMatMulTest, NonFiniteActivationsGiveNaN) {
   std::mt19937 rng(7);
-  for (DType t : {DType::kQ8_0, DType::kQ4_1, DType::kF32}) {
-    const size_t rb = *RowBytes(t, 64);
-    const std::vector<uint8_t> w = RandomWeights(rng, t, 2, 64, rb);
-    std::vector<float> x = RandomVector(rng, 64);
+  for (DType t : {DType::kQ8_0, DType::kQ4_1, DType::kF32, DType::kQ5_1, DType::kQ4_K,
+                  DType::kQ6_K, DType::kIQ4_XS}) {
+    const size_t rb = *RowBytes(t, 256);
+    const std::vector<uint8_t> w = RandomWeights(rng, t, 2, 256, rb);
+    std::vector<float> x = RandomVector(rng, 256);
     x[40] = INFINITY;
     std::vector<float> y(2);
-    ASSERT_TRUE(QuantMatMul(t, w.data(), rb, 2, 64, x.data(), 64, 1, y.data(), 2, nullptr).ok());
+    ASSERT_TRUE(QuantMatMul(t, w.data(), rb, 2, 256, x.data(), 256, 1, y.data(), 2, nullptr).ok());
     EXPECT_FALSE(std::isfinite(y[0])) << Name(t);
   }
 }

@@ -82,6 +82,36 @@ inline std::vector<uint8_t> RandomWeights(std::mt19937& rng, DType type, int64_t
       case DType::kQ6_K:
         for (int64_t b = 0; b < n_in / 256; ++b) PutF16(row + b * 210 + 208, scale(rng) * 0.1f);
         break;
+      case DType::kQ5_0:
+        for (int64_t b = 0; b < n_in / 32; ++b) PutF16(row + b * 22, NonZero(rng, 0.002f, 0.05f));
+        break;
+      case DType::kQ5_1:
+        for (int64_t b = 0; b < n_in / 32; ++b) {
+          PutF16(row + b * 24, scale(rng));
+          PutF16(row + b * 24 + 2, NonZero(rng, 0.01f, 0.3f));
+        }
+        break;
+      case DType::kIQ4_NL:
+        for (int64_t b = 0; b < n_in / 32; ++b) PutF16(row + b * 18, NonZero(rng, 0.0002f, 0.005f));
+        break;
+      case DType::kQ2_K:  // d, dmin are the last 4 bytes
+        for (int64_t b = 0; b < n_in / 256; ++b) {
+          PutF16(row + b * 84 + 80, scale(rng) * 0.1f);
+          PutF16(row + b * 84 + 82, scale(rng) * 0.1f);
+        }
+        break;
+      case DType::kQ3_K:
+        for (int64_t b = 0; b < n_in / 256; ++b) PutF16(row + b * 110 + 108, scale(rng) * 0.1f);
+        break;
+      case DType::kQ5_K:
+        for (int64_t b = 0; b < n_in / 256; ++b) {
+          PutF16(row + b * 176, scale(rng) * 0.1f);
+          PutF16(row + b * 176 + 2, scale(rng) * 0.1f);
+        }
+        break;
+      case DType::kIQ4_XS:
+        for (int64_t b = 0; b < n_in / 256; ++b) PutF16(row + b * 136, scale(rng) * 0.01f);
+        break;
       default:
         break;
     }

@@ -486,12 +486,12 @@ TEST(GgufTest, TensorTypes) {
   EXPECT_NE(msg.find("unknown type id 99"), std::string::npos) << msg;
 
   s = SmallSpec();
-  s.tensors[1].type = 13;  // Q5_K: known, not supported (block 256, 176 bytes)
+  s.tensors[1].type = 15;  // Q8_K: known, not supported (block 256, 292 bytes)
   s.tensors[1].dims = {256, 1};
-  s.tensors[1].data.assign(176, 0);
+  s.tensors[1].data.assign(292, 0);
   EXPECT_EQ(ParseStatus(Build(s), &msg), LLM_ERR_UNSUPPORTED);
   EXPECT_NE(msg.find("b.weight"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Q5_K"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Q8_K"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte offset"), std::string::npos) << msg;
 
   // A file both corrupt and unsupported reports the corruption.

@@ -39,12 +39,13 @@ absl::Status LinearShared(const Weight* const* ws, float* const* ys, int n, cons
     outs[i].y_stride = static_cast<size_t>(ws[i]->n_out);
   }
   return QuantMatMulShared(outs, n, ws[0]->n_in, x, static_cast<size_t>(ws[0]->n_in), n_rows,
-                           ctx.pool);
+                           ctx.pool, ctx.batch_invariant);
 }
 
 absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, LinearContext& ctx) {
   // Weight types whose QuantMatMul kernels quantize the activations to 8 bits
-  // (Q4_0, Q4_1, Q8_0) take that path for every row count, prefill included:
+  // (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL; the K-quants and IQ4_XS to Q8_K)
+  // take that path for every row count, prefill included:
   // ggml (llama.cpp) quantizes the activations of those types the same way
   // for one row or many, and reproducing its rounding points is what keeps
   // libllm's logits within 0.1 of llama.cpp's on sensitive models (SmolLM2:
@@ -54,7 +55,7 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
   // unless the caller needs batch invariance (linear.h).
   if (UsesQuantMatMul(w, n_rows, ctx)) {
     return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
-                       n_rows, y, static_cast<size_t>(w.n_out), ctx.pool);
+                       n_rows, y, static_cast<size_t>(w.n_out), ctx.pool, ctx.batch_invariant);
   }
   const float* w_f32 = reinterpret_cast<const float*>(w.data);
   // oneDNN wants dense f32 rows: other types, and f32 rows with padding

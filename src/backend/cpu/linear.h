@@ -1,10 +1,12 @@
 // y = x · Wᵀ for a GGUF weight, choosing the kernel by type and row count:
-//  - Q4_0 / Q4_1 / Q8_0 weights (8-bit quantized activations, as ggml), and
+//  - Q4_0 / Q4_1 / Q8_0 / Q5_0 / Q5_1 / IQ4_NL and the K-quants / IQ4_XS
+//    (8-bit quantized activations, as ggml: Q8_0 / Q8_1 / Q8_K), and
 //    any type for up to kGemvMaxRows rows (decode): quantized dot products on
 //    the GGUF blocks (backend/cpu/quant_matmul.h). Per-row arithmetic is
 //    independent of the row count, so a session's output does not depend on
-//    who else is in the batch, nor on how its prompt was chunked.
-//  - other types, more rows (prefill chunks): the weight is dequantized into
+//    who else is in the batch, nor on how its prompt was chunked (IQ4_NL
+//    excepted, as in llama.cpp, unless LinearContext::batch_invariant).
+//  - F32 / F16 / BF16, more rows (prefill chunks): the weight is converted into
 //    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h) -- unless
 //    LinearContext::batch_invariant asks for QuantMatMul at every row count.
 #pragma once

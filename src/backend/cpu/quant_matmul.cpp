@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -59,7 +60,8 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 }  // namespace
 
 int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
-  // DequantKernel: one dequantized row; the wide kernel: its chunk and rows.
+  // The F32/F16/BF16 scalar kernel: one converted row; the wide kernel: its
+  // chunk and rows.
   return std::max(n_in, kWideScratchFloats + kWideScratchPerRow * n_rows);
 }
 
@@ -124,14 +126,19 @@ struct OutputTasks {
 };
 
 absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
-                       const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool) {
+                       const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool,
+                       bool batch_invariant) {
   qmm::Acts acts;
   acts.x = x;
   acts.x_stride = x_stride;
   acts.n_rows = n_rows;
   acts.n_in = n_in;
-  bool any_quantized = false;
-  for (int i = 0; i < n_outputs; ++i) any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
+  acts.batch_invariant = batch_invariant;
+  bool any_quantized = false, any_q8k = false;
+  for (int i = 0; i < n_outputs; ++i) {
+    any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
+    any_q8k |= qmm::UsesQ8KActs(outputs[i].wtype);
+  }
   std::vector<int8_t> q;
   std::vector<float> ds;
   qmm::BiasBuffers biases;
@@ -150,6 +157,25 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
+  }
+  // Q8_K (K-quants, IQ4_XS): one scalar quantizer for every SIMD level, as
+  // ggml-cpu uses its reference quantize_row_q8_K_ref on x86.
+  std::vector<int8_t> kq;
+  std::vector<float> kd;
+  std::vector<int16_t> kbsum;
+  if (any_q8k) {
+    const int64_t nkb = n_in / 256;
+    kq.resize(static_cast<size_t>(n_rows * n_in));
+    kd.resize(static_cast<size_t>(n_rows * nkb));
+    kbsum.resize(static_cast<size_t>(n_rows * nkb * 16));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      qmm::QuantizeRowQ8K(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
+                          kbsum.data() + r * nkb * 16);
+    }
+    acts.kq = kq.data();
+    acts.kd = kd.data();
+    acts.kbsum = kbsum.data();
+    acts.n_kblocks = nkb;
   }
   const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
@@ -251,11 +277,13 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 
 }  // namespace
 
-bool QuantMatMulQuantizesActivations(DType t) { return qmm::UsesQuantizedActs(t); }
+bool QuantMatMulQuantizesActivations(DType t) {
+  return qmm::UsesQuantizedActs(t) || qmm::UsesQ8KActs(t);
+}
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
-                         ThreadPool* pool) {
+                         ThreadPool* pool, bool batch_invariant) {
   QuantMatMulOutput out;
   out.wtype = wtype;
   out.W = W;
@@ -263,11 +291,12 @@ absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n
   out.n_out = n_out;
   out.y = y;
   out.y_stride = y_stride;
-  return QuantMatMulShared(&out, 1, n_in, x, x_stride, n_rows, pool);
+  return QuantMatMulShared(&out, 1, n_in, x, x_stride, n_rows, pool, batch_invariant);
 }
 
 absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
-                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool) {
+                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool,
+                               bool batch_invariant) {
   if (n_outputs < 0 || (n_outputs > 0 && outputs == nullptr)) {
     return Error(LLM_ERR_INVALID_ARGUMENT, "QuantMatMul: bad output list");
   }
@@ -283,7 +312,8 @@ absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, 
     for (int i = 0; i < n_outputs; ++i) {
       if (outputs[i].n_out > 0) live.push_back(outputs[i]);
     }
-    return RunShared(live.data(), static_cast<int>(live.size()), n_in, x, x_stride, n_rows, pool);
+    return RunShared(live.data(), static_cast<int>(live.size()), n_in, x, x_stride, n_rows, pool,
+                     batch_invariant);
   } catch (...) {
     return StatusFromCurrentException("QuantMatMul");
   }

@@ -21,32 +21,44 @@ class ThreadPool;
 //   x: [n_rows][n_in] f32, row stride x_stride floats (>= n_in).
 //   y: [n_rows][n_out] f32, row stride y_stride floats (>= n_out); must not
 //      overlap x or W.
-// Supported wtype: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (others ->
-// LLM_ERR_UNSUPPORTED). n_rows may be anything >= 0 (1..16 is the decode case).
+// Supported wtype: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (others -> LLM_ERR_UNSUPPORTED). n_rows may be
+// anything >= 0 (1..16 is the decode case).
 //
 // Arithmetic (what accuracy to expect):
-//   * Q8_0, Q4_0, Q4_1: activations are quantized per row to 8 bits per block of
-//     32 exactly as ggml-cpu's quantize_row_q8_0 / q8_1 (f16 scale, rounding
-//     half to even), and on AVX2 / AVX-512 machines the block products are
-//     summed in ggml's x86 order, so outputs equal llama.cpp's bit for bit.
-//     The integer block dot products are exact, so the error is that of the
-//     activation rounding: relative to sum_i |w_i x_i| it stays well under 2e-2.
-//   * F32, F16, BF16, Q4_K, Q6_K: exact f32 activations, f32 accumulation
-//     (error ~1e-6 relative to sum_i |w_i x_i|, tested at 1e-5).
+//   * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: activations are quantized per row
+//     to 8 bits per block of 32 exactly as ggml-cpu's quantize_row_q8_0 / q8_1
+//     (f16 scale, rounding half to even), and on AVX2 / AVX-512 machines the
+//     block products are summed in ggml's x86 order, so outputs equal
+//     llama.cpp's bit for bit.
+//   * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: activations are quantized per row
+//     to Q8_K (8 bits per block of 256, f32 scale, int16 sums of each 16) as
+//     ggml's quantize_row_q8_K, and each block's integer products are summed
+//     exactly, then in f32 in ggml-cpu's x86 AVX2 order (kquant_kernels.h):
+//     bit for bit llama.cpp's on AVX2 / AVX-512 machines.
+//   The integer block dot products are exact, so the error of all these is
+//   that of the activation rounding: relative to sum_i |w_i x_i| it stays
+//   well under 2e-2.
+//   * F32, F16, BF16: exact f32 activations, f32 accumulation (error ~1e-6
+//     relative to sum_i |w_i x_i|, tested at 1e-5).
 // Determinism: each y[r][o] is computed by a fixed sequence of operations
 // that depends only on n_in, the SIMD level and the data -- never on n_rows,
-// the thread count or how rows are split (batch invariance). The scalar level
-// gives the same bits on every CPU; SIMD levels differ from it by rounding.
+// the thread count or how rows are split (batch invariance). One exception,
+// inherited from llama.cpp: IQ4_NL with n_rows == 1 sums its blocks as ggml's
+// one-row vec_dot does (two accumulators), other row counts as llama.cpp's
+// batch GEMM (one accumulator); batch_invariant = true uses the latter for
+// every n_rows. The scalar level gives the same bits on every CPU (ggml's
+// portable *_generic order); SIMD levels differ from it by rounding.
 // pool may be null (runs on the caller); work is split over whole output rows.
 // Thread-safe (no shared state besides the pool).
-// Whether QuantMatMul quantizes the activations for weights of type t (Q8_0,
-// Q4_0, Q4_1): callers that must match ggml's rounding use QuantMatMul for
-// every row count with these types.
+// Whether QuantMatMul quantizes the activations for weights of type t (all
+// but F32, F16, BF16): callers that must match ggml's rounding use
+// QuantMatMul for every row count with these types.
 bool QuantMatMulQuantizesActivations(DType t);
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                          const float* x, size_t x_stride, int64_t n_rows, float* y, size_t y_stride,
-                         ThreadPool* pool);
+                         ThreadPool* pool, bool batch_invariant = false);
 
 // One product of QuantMatMulShared: QuantMatMul's weight and output arguments.
 struct QuantMatMulOutput {
@@ -63,6 +75,7 @@ struct QuantMatMulOutput {
 // quantized once and all outputs' rows share one parallel loop. Every output
 // is checked before any is computed.
 absl::Status QuantMatMulShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t n_in,
-                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool);
+                               const float* x, size_t x_stride, int64_t n_rows, ThreadPool* pool,
+                               bool batch_invariant = false);
 
 }  // namespace llm

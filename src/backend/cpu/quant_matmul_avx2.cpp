@@ -2,6 +2,7 @@
 // -mf16c; called only when ActiveSimdLevel() >= kAvx2).
 #include <immintrin.h>
 
+#include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 
@@ -19,6 +20,10 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 }  // namespace
 
 namespace qmm {
-Kernel Avx2Kernel(DType t) { return KernelFor(t); }
+// The K-quant / Q5 / IQ4 kernels live in kquant_avx2.cpp.
+Kernel Avx2Kernel(DType t) {
+  const Kernel k = KernelFor(t);
+  return k != nullptr ? k : KQuantAvx2Kernel(t);
+}
 }  // namespace qmm
 }  // namespace llm

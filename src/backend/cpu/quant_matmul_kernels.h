@@ -37,6 +37,19 @@ struct Acts {
   //        unsigned weights (nibble, w + 128) and still get sum(w * q) per
   //        4 elements exactly.
   const int32_t* bias = nullptr;
+  // Q8_K activations, for the K-quants and IQ4_XS (kquant_kernels.h), per
+  // row and 256-block, exactly as ggml's quantize_row_q8_K (null when no
+  // output of the call uses them):
+  //   kq    [n_rows][n_in]            int8 in [-127, 127]
+  //   kd    [n_rows][n_kblocks]       f32 scale (1 / iscale, not rounded to f16)
+  //   kbsum [n_rows][n_kblocks][16]   int16 sums of each 16 kq
+  const int8_t* kq = nullptr;
+  const float* kd = nullptr;
+  const int16_t* kbsum = nullptr;
+  int64_t n_kblocks = 0;
+  // The caller wants each row's arithmetic independent of n_rows even where
+  // llama.cpp's is not (IQ4_NL, kquant_kernels.h).
+  bool batch_invariant = false;
 };
 
 // Owns the arrays behind Acts::bias, one per offset in use.
@@ -67,8 +80,12 @@ int64_t ScratchFloats(int64_t n_in, int64_t n_rows);
 using Kernel = void (*)(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                         const Acts& acts, float* y, size_t y_stride, float* scratch);
 
-// Whether the type's kernels want quantized activations (Q4_0, Q4_1, Q8_0).
+// Whether the type's kernels want the 32-block quantized activations q / ds
+// (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL).
 bool UsesQuantizedActs(DType t);
+// Whether the type's kernels want the Q8_K activations kq / kd / kbsum (the
+// K-quants and IQ4_XS).
+bool UsesQ8KActs(DType t);
 
 // Kernel tables: nullptr where a level has no specialised kernel (the
 // dispatcher then falls back to the next lower level).

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/dequantize.h"
+#include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/half.h"
@@ -24,7 +25,7 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-// F32/F16/BF16/Q4_K/Q6_K: dequantize each weight row once, then f32 dots with
+// F32/F16/BF16: convert each weight row once, then f32 dots with
 // every activation row.
 void GenericKernel(DType t, const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                    const Acts& a, float* y, size_t y_stride, float* scratch) {
@@ -125,7 +126,8 @@ void DequantizeRowForDot(DType t, const void* row, int64_t n, float* out) {
 }
 
 bool UsesQuantizedActs(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 ||
+         t == DType::kQ5_1 || t == DType::kIQ4_NL;
 }
 
 Kernel ScalarKernel(DType t) {
@@ -136,10 +138,6 @@ Kernel ScalarKernel(DType t) {
       return &GenericKernelT<DType::kF16>;
     case DType::kBF16:
       return &GenericKernelT<DType::kBF16>;
-    case DType::kQ4_K:
-      return &GenericKernelT<DType::kQ4_K>;
-    case DType::kQ6_K:
-      return &GenericKernelT<DType::kQ6_K>;
     case DType::kQ8_0:
       return &KernelQ8_0;
     case DType::kQ4_0:
@@ -147,7 +145,7 @@ Kernel ScalarKernel(DType t) {
     case DType::kQ4_1:
       return &KernelQ4_1;
     default:
-      return nullptr;
+      return KQuantScalarKernel(t);
   }
 }
 

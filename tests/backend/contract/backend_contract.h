@@ -68,13 +68,14 @@ inline std::string TypeName(DType t) {
 // Linear / Logits: |got - want| <= tol * sum_i |w_i x_i| for every output, want
 // computed in float64 from the dequantized weight (ref_dequantize.h) and the
 // exact f32 input. One table, one reason per row:
-//  - F32, F16, BF16, Q4_K, Q6_K: the weight is used exactly as dequantized and
+//  - F32, F16, BF16: the weight is used exactly as dequantized and
 //    the activations as f32; only f32 accumulation differs from float64. Its
 //    error is ~n_in^0.5 * 6e-8 of sum|w x| typically, n_in * 6e-8 worst case
 //    (n_in <= 1280 here: 7.7e-5); 1e-4 bounds it with room for a device's
 //    tree reduction, and is 100x below a dropped or misplaced block.
-//  - Q4_0, Q4_1, Q8_0: a backend may quantize the activations to 8 bits per
-//    32-block (the CPU does, as ggml: Q8_0/Q8_1, scale amax/127 stored as f16),
+//  - Q4_0, Q4_1, Q8_0 (and the K-quants, per 256-block: Q8_K, f32 scale): a
+//    backend may quantize the activations to 8 bits per 32-block (the CPU
+//    does, as ggml: Q8_0/Q8_1, scale amax/127 stored as f16),
 //    so each x_i may move by up to amax/254 (+ f16 rounding of the scale).
 //    With inputs in +-[0.05, 1] that is <= 0.4% of |x_i|... relative to
 //    sum|w x| the product error is bounded by ~1/254 / mean(|x|/amax) ~ 1e-2,
@@ -92,6 +93,15 @@ inline LinearTolerance LinearToleranceFor(DType t) {
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
       return {2e-2, 3e-3};
     default:
       return {1e-4, 2e-5};
@@ -101,8 +111,9 @@ inline LinearTolerance LinearToleranceFor(DType t) {
 // The weight types of the suite: every type dtype.h marks supported and the
 // oracle dequantizes.
 inline std::vector<DType> ContractWeightTypes() {
-  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-          DType::kQ4_1, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
+  return {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ4_0, DType::kQ4_1,
+          DType::kQ8_0, DType::kQ4_K,  DType::kQ6_K,  DType::kQ5_0, DType::kQ5_1,
+          DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K, DType::kIQ4_XS};
 }
 
 // Odd inner sizes for a type: odd element counts for plain types, odd block

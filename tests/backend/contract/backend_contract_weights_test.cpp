@@ -52,14 +52,15 @@ TEST_P(BackendContract, LinearHonoursPaddedRows) {
 // LLM_ERR_UNSUPPORTED naming the tensor", at binding).
 TEST_P(BackendContract, WeightBindingRefusesWhatItCannotRun) {
   // A type the backend does not support -> LLM_ERR_UNSUPPORTED at binding.
-  std::vector<uint8_t> bytes(4 * 176, 1);  // Q5_K: 176 bytes per 256
+  // Q8_K: a known type (activations only), 292 bytes per 256.
+  std::vector<uint8_t> bytes(4 * 292, 1);
   const uint8_t* kept = Keep(bytes);
-  WeightSource src{"contract.q5k", DType::kQ5_K, kept, 4, 256, 176};
+  WeightSource src{"contract.q8k", DType::kQ8_K, kept, 4, 256, 292};
   auto m = b().AddMatrix(src);
-  EXPECT_FALSE(m.ok()) << "AddMatrix accepted a Q5_K weight";
+  EXPECT_FALSE(m.ok()) << "AddMatrix accepted a Q8_K weight";
   if (!m.ok()) {
     EXPECT_EQ(ToLlmStatus(m.status()), LLM_ERR_UNSUPPORTED) << m.status();
-    EXPECT_NE(std::string(m.status().message()).find("contract.q5k"), std::string::npos)
+    EXPECT_NE(std::string(m.status().message()).find("contract.q8k"), std::string::npos)
         << "the error should name the tensor: " << m.status();
   }
   src.n_out = 1;

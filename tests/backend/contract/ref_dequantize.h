@@ -37,11 +37,22 @@ inline bool RefDequantizeSupports(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_K:
     case DType::kQ6_K:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ5_K:
+    case DType::kIQ4_XS:
       return true;
     default:
       return false;
   }
 }
+
+// ggml's kvalues_iq4nl: the 16 levels of IQ4_NL / IQ4_XS.
+inline constexpr int kRefIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
 
 // Dequantizes n elements of `type` at src into out[0..n) (double).
 inline bool RefDequantizeRow(DType type, const uint8_t* src, int64_t n, double* out,
@@ -163,6 +174,113 @@ inline bool RefDequantizeRow(DType type, const uint8_t* src, int64_t n, double* 
             put(y + l + 64, v3, std::fabs(v3));
             put(y + l + 96, v4, std::fabs(v4));
           }
+        }
+      }
+      return true;
+    }
+    case DType::kQ5_0:    // {f16 d; u8 qh[4]; u8 qs[16]}: x = d * (q5 - 16)
+    case DType::kQ5_1: {  // {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: x = d * q5 + m
+      if (n % 32 != 0) return false;
+      const bool has_min = type == DType::kQ5_1;
+      const int bytes = has_min ? 24 : 22;
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* blk = src + b * bytes;
+        const double d = RefHalf(blk), m = has_min ? RefHalf(blk + 2) : 0.0;
+        const uint8_t* qh = blk + (has_min ? 4 : 2);
+        const uint8_t* qs = qh + 4;
+        for (int j = 0; j < 32; ++j) {  // element j: nibble j % 16 (low, then high), bit j of qh
+          const int nib = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+          const int q = nib | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+          const double v = has_min ? d * q + m : d * (q - 16);
+          put(b * 32 + j, v, has_min ? std::fabs(d * q) + std::fabs(m) : std::fabs(v));
+        }
+      }
+      return true;
+    }
+    case DType::kIQ4_NL:  // {f16 d; u8 qs[16]}: x = d * kvalues[nibble]
+      if (n % 32 != 0) return false;
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* blk = src + b * 18;
+        const double d = RefHalf(blk);
+        for (int j = 0; j < 32; ++j) {
+          const int nib = j < 16 ? (blk[2 + j] & 0xF) : (blk[2 + j - 16] >> 4);
+          const double v = d * kRefIq4Values[nib];
+          put(b * 32 + j, v, std::fabs(v));
+        }
+      }
+      return true;
+    case DType::kQ2_K: {  // {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}
+      if (n % 256 != 0) return false;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* blk = src + b * 84;
+        const double d = RefHalf(blk + 80), dmin = RefHalf(blk + 82);
+        for (int e = 0; e < 256; ++e) {  // 2 bits at 2 * ((e % 128) / 32) of qs[32 (e / 128) + e % 32]
+          const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+          const uint8_t sc = blk[e / 16];
+          const double a = d * (sc & 0xF) * q, am = dmin * (sc >> 4);
+          put(b * 256 + e, a - am, std::fabs(a) + std::fabs(am));
+        }
+      }
+      return true;
+    }
+    case DType::kQ3_K: {  // {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}
+      if (n % 256 != 0) return false;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* blk = src + b * 110;
+        const uint8_t* hm = blk;
+        const uint8_t* qs = blk + 32;
+        const uint8_t* sc = blk + 96;
+        const double d = RefHalf(blk + 108);
+        for (int e = 0; e < 256; ++e) {
+          const int h = e / 128, k = (e % 128) / 32, l = e % 32, s16 = e / 16;
+          const int q = ((qs[32 * h + l] >> (2 * k)) & 3) - (((hm[l] >> (4 * h + k)) & 1) ? 0 : 4);
+          // 6-bit scale: low 4 bits from a nibble of bytes 0..7, top 2 from bytes 8..11.
+          const int low = s16 < 8 ? (sc[s16] & 0xF) : (sc[s16 - 8] >> 4);
+          const int high = (sc[8 + s16 % 4] >> (2 * (s16 / 4))) & 3;
+          const double v = d * ((low | (high << 4)) - 32) * q;
+          put(b * 256 + e, v, std::fabs(v));
+        }
+      }
+      return true;
+    }
+    case DType::kQ5_K: {  // {f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
+      if (n % 256 != 0) return false;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* blk = src + b * 176;
+        const double d = RefHalf(blk), dmin = RefHalf(blk + 2);
+        const uint8_t* sc = blk + 4;
+        const uint8_t* qh = blk + 16;
+        const uint8_t* qs = blk + 48;
+        for (int e = 0; e < 256; ++e) {
+          const int s = e / 32;  // sub-block: scale and min as Q4_K's
+          int scv, mv;
+          if (s < 4) {
+            scv = sc[s] & 63;
+            mv = sc[s + 4] & 63;
+          } else {
+            scv = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+            mv = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+          }
+          const uint8_t byte = qs[32 * (e / 64) + e % 32];
+          const int q = ((e % 64) < 32 ? (byte & 0xF) : (byte >> 4)) + (((qh[e % 32] >> s) & 1) << 4);
+          const double a = d * scv * q, am = dmin * mv;
+          put(b * 256 + e, a - am, std::fabs(a) + std::fabs(am));
+        }
+      }
+      return true;
+    }
+    case DType::kIQ4_XS: {  // {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
+      if (n % 256 != 0) return false;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* blk = src + b * 136;
+        const double d = RefHalf(blk);
+        const int scales_h = blk[2] | (blk[3] << 8);
+        for (int e = 0; e < 256; ++e) {
+          const int s = e / 32, j = e % 32;
+          const int ls = ((blk[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
+          const uint8_t byte = blk[8 + 16 * s + j % 16];
+          const double v = d * (ls - 32) * kRefIq4Values[j < 16 ? (byte & 0xF) : (byte >> 4)];
+          put(b * 256 + e, v, std::fabs(v));
         }
       }
       return true;

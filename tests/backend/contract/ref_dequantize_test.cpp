@@ -52,7 +52,8 @@ TEST_P(RefDequantize, MatchesGgufGoldens) {
 
 INSTANTIATE_TEST_SUITE_P(BackendContractOracle, RefDequantize,
                          ::testing::Values("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K",
-                                           "Q6_K"),
+                                           "Q6_K", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K",
+                                           "Q5_K", "IQ4_XS"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

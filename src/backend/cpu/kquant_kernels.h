@@ -1,0 +1,48 @@
+// Private to backend/cpu: QuantMatMul's kernels for the K-quants (Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K), IQ4_XS (all against Q8_K activations) and Q5_0, Q5_1,
+// IQ4_NL (against the 32-block Q8_0 / Q8_1 activations of
+// quant_matmul_kernels.h), and the Q8_K activation quantizer.
+//
+// Arithmetic, per output y[r][o] (see quant_matmul.h for the guarantees):
+//   * AVX2 level (also used on AVX-512 machines): ggml-cpu's x86 AVX2
+//     ggml_vec_dot_<type>_q8_K / _q8_0 / _q8_1 float sequence. Per 256-block
+//     the weight x activation products are summed exactly in int32 into 8
+//     lanes (lane l holds the elements e with (e % 32) / 4 == l, plus the
+//     type's own correction terms: Q6_K subtracts 32 * (bsum * scale) of
+//     sub-blocks 2l and 2l + 1, Q2_K adds its mins lane), each lane
+//     accumulated in f32 as fma(d_w * d_x, float(lane), acc); Q4_K keeps its
+//     mins in 4 more lanes, Q5_K in one fma chain; the 8 lanes are summed as
+//     hsum_float_8. Integer sums being exact, only these lane contents and
+//     float steps matter, so the kernels are free to compute the lanes their
+//     own (faster) way. Outputs equal llama.cpp's on x86 bit for bit.
+//   * Scalar level: ggml's portable *_generic order (no FMA), identical on
+//     every CPU.
+// IQ4_NL is the one type whose llama.cpp arithmetic depends on the row count:
+// one row runs ggml_vec_dot_iq4_nl_q8_0 (two accumulators, even and odd
+// blocks), two or more rows llamafile's tinyBLAS (one accumulator), and
+// QuantMatMul follows it unless asked for batch invariance (then always the
+// one-accumulator order).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/quant_matmul_kernels.h"
+#include "core/dtype.h"
+
+namespace llm {
+namespace qmm {
+
+// Quantizes one row of n (a multiple of 256) activations to Q8_K exactly as
+// ggml's quantize_row_q8_K_ref: per 256-block, max = the element of largest
+// |x| (first one on ties), iscale = -127 / max, q = min(127,
+// round-half-even(iscale * x)), d = 1 / iscale, bsum[g] = sum of q[16g ..
+// 16g + 15]. An all-zero block gets d = 0, q = 0; a block holding inf / NaN
+// gets d = NaN (its outputs become NaN). q [n], d [n / 256], bsum [n / 16].
+void QuantizeRowQ8K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
+
+// Kernels for the types above (nullptr for any other type).
+Kernel KQuantScalarKernel(DType t);
+Kernel KQuantAvx2Kernel(DType t);
+
+}  // namespace qmm
+}  // namespace llm

@@ -1,0 +1,251 @@
+// The K-quant / Q5 / IQ4 kernels (backend/cpu/kquant_kernels.h) against an
+// independent model of ggml-cpu's x86 AVX2 arithmetic written here from the
+// formats (integer lane sums in int64, the float steps with std::fma): the
+// AVX2 level (and AVX-512 machines, which run it) must give the same bits.
+// Also the Q8_K quantizer against its definition. Fresh random inputs per
+// run (seed printed), odd block counts.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/quant_blocks.h"
+#include "backend/cpu/quant_matmul.h"
+#include "core/dtype.h"
+#include "core/half.h"
+#include "gtest/gtest.h"
+#include "tests/backend/kernel_test_util.h"
+
+namespace llm {
+namespace {
+
+using testing_util::FreshSeed;
+using testing_util::RandomVector;
+using testing_util::RandomWeights;
+using testing_util::SimdLevelGuard;
+
+std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
+
+// One 256-element block decoded to integers: value v[e] (before scale), the
+// integer scale s[e] of its sub-block, the f16 fields.
+struct Decoded {
+  int v[256];
+  int s[256];
+  int mins[16];  // Q2_K: per 16; Q4_K/Q5_K: per 32 (first 8)
+  float d = 0, dmin = 0;
+};
+
+Decoded DecodeK(DType t, const uint8_t* p) {
+  Decoded r{};
+  if (t == DType::kQ2_K) {
+    BlockQ2_K b;
+    std::memcpy(&b, p, sizeof b);
+    for (int e = 0; e < 256; ++e) {
+      r.v[e] = (b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      r.s[e] = b.scales[e / 16] & 0xF;
+    }
+    for (int j = 0; j < 16; ++j) r.mins[j] = b.scales[j] >> 4;
+    r.d = F16ToF32(b.d);
+    r.dmin = F16ToF32(b.dmin);
+  } else if (t == DType::kQ3_K) {
+    BlockQ3_K b;
+    std::memcpy(&b, p, sizeof b);
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      r.v[e] = ((b.qs[32 * h + l] >> (2 * k)) & 3) - (((b.hmask[l] >> (4 * h + k)) & 1) ? 0 : 4);
+      const int j = e / 16;
+      const int low = j < 8 ? (b.scales[j] & 0xF) : (b.scales[j - 8] >> 4);
+      const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+      r.s[e] = (low | (high << 4)) - 32;
+    }
+    r.d = F16ToF32(b.d);
+  } else if (t == DType::kQ4_K || t == DType::kQ5_K) {
+    const uint8_t* scales = p + 4;
+    const uint8_t* qh = p + 16;
+    const uint8_t* qs = t == DType::kQ4_K ? p + 16 : p + 48;
+    for (int e = 0; e < 256; ++e) {
+      const uint8_t q = qs[32 * (e / 64) + e % 32];
+      r.v[e] = (e % 64) < 32 ? (q & 0xF) : (q >> 4);
+      if (t == DType::kQ5_K) r.v[e] += ((qh[e % 32] >> (e / 32)) & 1) << 4;
+      uint8_t sc, m;
+      GetScaleMinK4(e / 32, scales, &sc, &m);
+      r.s[e] = sc;
+      r.mins[e / 32] = m;
+    }
+    uint16_t h[2];
+    std::memcpy(h, p, 4);
+    r.d = F16ToF32(h[0]);
+    r.dmin = F16ToF32(h[1]);
+  } else if (t == DType::kQ6_K) {
+    BlockQ6_K b;
+    std::memcpy(&b, p, sizeof b);
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const uint8_t ql = b.ql[64 * h + 32 * (k % 2) + l];
+      const int lo = k < 2 ? (ql & 0xF) : (ql >> 4);
+      r.v[e] = lo | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);  // unsigned 0..63 (AVX2 form)
+      r.s[e] = b.scales[e / 16];
+    }
+    r.d = F16ToF32(b.d);
+  } else {  // IQ4_XS
+    BlockIQ4_XS b;
+    std::memcpy(&b, p, sizeof b);
+    for (int e = 0; e < 256; ++e) {
+      const int sb = e / 32, j = e % 32;
+      const uint8_t q = b.qs[16 * sb + j % 16];
+      r.v[e] = kIq4NlValues[j < 16 ? (q & 0xF) : (q >> 4)];
+      r.s[e] =
+          (((b.scales_l[sb / 2] >> (4 * (sb % 2))) & 0xF) | (((b.scales_h >> (2 * sb)) & 3) << 4)) -
+          32;
+    }
+    r.d = F16ToF32(b.d);
+  }
+  return r;
+}
+
+// ggml's hsum_float_8 on 8 lanes.
+float HSum8(const float* a) {
+  float s[4];
+  for (int i = 0; i < 4; ++i) s[i] = a[i + 4] + a[i];
+  const float p0 = s[0] + s[2], p1 = s[1] + s[3];
+  return p0 + p1;
+}
+
+// The model of ggml_vec_dot_<t>_q8_K (x86 AVX2) for one weight row.
+float ModelDotK(DType t, const uint8_t* row, const int8_t* q, const float* kd, const int16_t* bsum,
+                int64_t nkb) {
+  const size_t bb = GetDTypeTraits(static_cast<uint32_t>(t))->block_bytes;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc_m[4] = {0, 0, 0, 0}, summs = 0;
+  for (int64_t i = 0; i < nkb; ++i) {
+    const Decoded w = DecodeK(t, row + i * bb);
+    const int8_t* qb = q + 256 * i;
+    const int16_t* bs = bsum + 16 * i;
+    int64_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int e = 0; e < 256; ++e) lane[(e % 32) / 4] += int64_t{w.s[e]} * w.v[e] * qb[e];
+    const float yd = kd[i];
+    if (t == DType::kQ6_K) {
+      for (int l = 0; l < 8; ++l)
+        lane[l] -=
+            32 * (int64_t{bs[2 * l]} * w.s[32 * l] + int64_t{bs[2 * l + 1]} * w.s[32 * l + 16]);
+    }
+    if (t == DType::kQ2_K) {
+      const float dmin = -yd * w.dmin;
+      for (int l = 0; l < 8; ++l) {
+        const int64_t m =
+            int64_t{w.mins[2 * l]} * bs[2 * l] + int64_t{w.mins[2 * l + 1]} * bs[2 * l + 1];
+        acc[l] = std::fma(dmin, static_cast<float>(m), acc[l]);
+      }
+    }
+    if (t == DType::kQ4_K || t == DType::kQ5_K) {
+      const float dmin = -yd * w.dmin;
+      int64_t total = 0;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t m = int64_t{w.mins[2 * k]} * (bs[4 * k] + bs[4 * k + 1]) +
+                          int64_t{w.mins[2 * k + 1]} * (bs[4 * k + 2] + bs[4 * k + 3]);
+        acc_m[k] = std::fma(dmin, static_cast<float>(m), acc_m[k]);
+        total += m;
+      }
+      if (t == DType::kQ5_K) summs = std::fma(dmin, static_cast<float>(total), summs);
+    }
+    const float d = t == DType::kIQ4_XS ? w.d * yd : yd * w.d;
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
+  }
+  const float h = HSum8(acc);
+  if (t == DType::kQ4_K) return h + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  if (t == DType::kQ5_K) return h + summs;
+  return h;
+}
+
+TEST(KQuantTest, Q8KQuantizerFollowsItsDefinition) {
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const int64_t n = 256 * 5;
+  std::vector<float> x = RandomVector(rng, n);
+  for (int j = 0; j < 256; ++j) x[256 * 3 + j] = 0.0f;  // an all-zero block
+  x[256 * 4 + 17] = -7.0f;                              // a negative max
+  std::vector<int8_t> q(n);
+  std::vector<float> d(n / 256);
+  std::vector<int16_t> bsum(n / 16);
+  qmm::QuantizeRowQ8K(x.data(), n, q.data(), d.data(), bsum.data());
+  for (int64_t b = 0; b < n / 256; ++b) {
+    float max = 0, amax = 0;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(x[256 * b + j]) > amax) {
+        amax = std::fabs(x[256 * b + j]);
+        max = x[256 * b + j];
+      }
+    }
+    if (amax == 0) {
+      EXPECT_EQ(d[b], 0.0f);
+      for (int j = 0; j < 256; ++j) EXPECT_EQ(q[256 * b + j], 0);
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    EXPECT_EQ(d[b], 1.0f / iscale) << "block " << b;
+    for (int j = 0; j < 256; ++j) {
+      const float p = iscale * x[256 * b + j];
+      const double r = std::nearbyint(static_cast<double>(p));  // half to even
+      ASSERT_EQ(q[256 * b + j], static_cast<int8_t>(std::min(127.0, r))) << b << " " << j;
+      ASSERT_LE(std::abs(q[256 * b + j]), 127);
+    }
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += q[256 * b + 16 * g + j];
+      EXPECT_EQ(bsum[16 * b + g], s);
+    }
+  }
+  // iscale = -127 / max: the largest element always gets q = -127, and d has
+  // the opposite sign of max (here max = -7: d = 7 / 127 > 0).
+  EXPECT_EQ(q[256 * 4 + 17], -127);
+  EXPECT_GT(d[4], 0.0f);
+  // Non-finite input: NaN scale (outputs become NaN), no garbage quants.
+  x[5] = INFINITY;
+  qmm::QuantizeRowQ8K(x.data(), n, q.data(), d.data(), bsum.data());
+  EXPECT_TRUE(std::isnan(d[0]));
+}
+
+// AVX2 kernels (one row and batches) against the model above, bit for bit.
+TEST(KQuantTest, Avx2EqualsGgmlX86OrderBitForBit) {
+  if (DetectSimdLevel() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2 on this CPU";
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (SimdLevel level : testing_util::SupportedLevels()) {
+    if (level == SimdLevel::kScalar) continue;
+    SetSimdLevelForTesting(level);
+    for (DType t :
+         {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+      SCOPED_TRACE(std::string(SimdLevelName(level)) + " " + Name(t));
+      const int64_t n_in = 256 * 3, n_out = 19;
+      const size_t rb = *RowBytes(t, n_in);
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      for (int64_t n_rows : {1, 5}) {
+        const std::vector<float> x = RandomVector(rng, n_rows * n_in);
+        std::vector<float> y(n_rows * n_out);
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(),
+                                n_out, nullptr)
+                        .ok());
+        for (int64_t r = 0; r < n_rows; ++r) {
+          std::vector<int8_t> q(n_in);
+          std::vector<float> d(n_in / 256);
+          std::vector<int16_t> bs(n_in / 16);
+          qmm::QuantizeRowQ8K(x.data() + r * n_in, n_in, q.data(), d.data(), bs.data());
+          for (int64_t o = 0; o < n_out; ++o) {
+            const float want =
+                ModelDotK(t, w.data() + o * rb, q.data(), d.data(), bs.data(), n_in / 256);
+            ASSERT_EQ(y[r * n_out + o], want) << "r=" << r << " o=" << o;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llm
