@@ -337,6 +337,7 @@ struct Case {
   const char *golden;     // tests/data/golden/<golden>.teacher.bin.gz
   const char *tiny_type;  // nullptr: the real model (DefaultModelPath)
   int32_t kv_type;
+  const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -392,6 +393,7 @@ struct Mutation {
 };
 
 std::string ModelPathFor(const Case &c) {
+  if (c.tiny_file != nullptr) return llm_abi_test::TinyModelDir() + "/" + c.tiny_file;
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
 }
@@ -636,7 +638,7 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
   const char *names[] = {"smollm2",         "smollm2-kvf32",   "tiny-llama-F16",
                          "tiny-llama-BF16", "tiny-llama-Q8_0", "tiny-llama-Q4_0",
-                         "tiny-llama-Q4_K", "tiny-llama-Q6_K"};
+                         "tiny-llama-Q4_K", "tiny-llama-Q6_K", "tiny-mistral-swa-F16"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -713,6 +715,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_Q4_0", "tiny-llama-Q4_0", "Q4_0", LLM_KV_F32},
                       Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32},
                       Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+// Mistral-style sliding window (every layer sees the last 64 positions),
+// tools/make_mistral_swa.py; prompts of 1 to 230 tokens, so the
+// continuations reach position 261 (> 3 windows). The reference is llama.cpp
+// with the window applied to its KV cache (docs/GOLDENS.md): its llama
+// architecture ignores attention.sliding_window.
+INSTANTIATE_TEST_SUITE_P(
+    SlidingWindow, TeacherForcedTest,
+    ::testing::Values(Case{"Tiny_MistralSwa", "tiny-mistral-swa-F16", "F16", LLM_KV_F32,
+                           "tiny-mistral-swa-F16.gguf"}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 }  // namespace
