@@ -254,6 +254,9 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
     full_hashes_.push_back(hash);
     n_positions_ += block_tokens_;
   }
+  // A windowed table keeps only the adopted blocks a next query (or the
+  // pin) can read; the others go back to the pool's cache at once.
+  ReleaseOutOfWindow();
   return n_positions_;
 }
 

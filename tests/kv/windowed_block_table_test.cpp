@@ -195,8 +195,12 @@ TEST(WindowedKvBlockTable, PrefixSharingAdoptsBlocksTheFirstSessionReleased) {
   EXPECT_GT(pool.Stats().blocks_cached, 0u);
   KvBlockTable b(&pool, KvType::kF32, 400, window);
   const int64_t adopted = b.AdoptCachedPrefix(tokens, 63);
-  EXPECT_EQ(adopted, 56);     // whole blocks only, and not the last position
-  ExpectRows(b, 0, adopted);  // the cached blocks kept their content
+  EXPECT_EQ(adopted, 56);  // whole blocks only, and not the last position
+  // The cached blocks kept their content; only those a next query can read
+  // stay attached (no pin: the window of position 56).
+  ExpectRows(b, adopted - window, adopted);
+  EXPECT_EQ(b.blocks_held(), 2);  // positions 40..55
+  EXPECT_FALSE(b.CanResumeAt(20));
   // b continues and releases again.
   Call(b, tokens, 64);
   b.SetPin(-1);
