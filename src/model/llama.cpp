@@ -136,7 +136,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     LLM_RETURN_IF_ERROR(b.Rope(a.q, hp_.n_head, rope));
     LLM_RETURN_IF_ERROR(b.Rope(a.k, hp_.n_head_kv, rope));
     LLM_RETURN_IF_ERROR(b.StoreKv(l, a.k, a.v));
-    LLM_RETURN_IF_ERROR(b.Attention(l, hp_.n_head, a.q, a.attn));
+    LLM_RETURN_IF_ERROR(b.Attention(l, hp_.n_head, hp_.layer_window[l], a.q, a.attn));
     LLM_RETURN_IF_ERROR(b.Linear({L.wo}, a.attn, {a.xn}));
     LLM_RETURN_IF_ERROR(b.Add(a.x, a.xn));
     // Feed-forward block (SwiGLU).

@@ -78,6 +78,14 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& gguf) {
   if (eps) hp.rms_eps = static_cast<float>(*eps);
   if (!(hp.rms_eps > 0.0f)) return Error(LLM_ERR_BAD_MODEL, "attention.layer_norm_rms_epsilon must be > 0");
 
+  // Mistral-style sliding window: every layer attends to the last `window`
+  // positions (docs/SLIDING_WINDOW.md). 0 or absent: full attention.
+  LLM_ASSIGN_OR_RETURN(std::optional<uint64_t> window, gguf.GetUint(p + "attention.sliding_window"));
+  if (window && *window > static_cast<uint64_t>(int64_t{1} << 24)) {
+    return Errorf(LLM_ERR_BAD_MODEL, "attention.sliding_window = %d is too large", *window);
+  }
+  hp.layer_window.assign(static_cast<size_t>(hp.n_layer), window ? static_cast<int64_t>(*window) : 0);
+
   LLM_ASSIGN_OR_RETURN(std::optional<uint64_t> vocab, gguf.GetUint(p + "vocab_size"));
   if (vocab) {
     hp.n_vocab = static_cast<int64_t>(*vocab);

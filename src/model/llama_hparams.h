@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -25,6 +26,9 @@ struct LlamaHParams {
   float rope_freq_base = 10000.0f;
   bool rope_neox = false;    // llama uses the "normal" (interleaved pairs) mode
   float rms_eps = 1e-5f;
+  // Attention window of each layer ([n_layer]; 0 = full causal attention):
+  // Mistral-style `<arch>.attention.sliding_window` windows every layer.
+  std::vector<int64_t> layer_window;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

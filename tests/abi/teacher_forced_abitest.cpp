@@ -358,6 +358,7 @@ struct Case {
   int32_t kv_type;
   int exact_ctx = 0;       // > 0: logits bit-identical up to this context (see the header)
   bool generated = false;  // tiny model made by tools/make_quant_tiny_models.py
+  const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -423,6 +424,7 @@ std::string GeneratedModelDir() {
 
 std::string ModelPathFor(const Case &c) {
   if (c.generated) return GeneratedModelDir() + "/tiny-llama-" + c.tiny_type + ".gguf";
+  if (c.tiny_file != nullptr) return llm_abi_test::TinyModelDir() + "/" + c.tiny_file;
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
 }
@@ -712,7 +714,8 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
                          "tiny-llama-BF16",   "tiny-llama-Q8_0",   "tiny-llama-Q4_0",
                          "tiny-llama-Q4_K",   "tiny-llama-Q6_K",   "tiny-llama-Q2_K",
                          "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
-                         "tiny-llama-Q5_1",   "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS"};
+                         "tiny-llama-Q5_1",   "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS",
+                         "tiny-mistral-swa-F16"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -724,12 +727,13 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
     const bool smollm2 = std::string(name).rfind("smollm2", 0) == 0;
     EXPECT_EQ(g.version, smollm2 ? kVersionCompact : kVersionFull) << path;
     // The F32-KV golden is a smaller companion (8 prompts) of the main one;
-    // the generated-model goldens hold 6 prompts (repository size).
+    // the generated-model goldens hold 6 prompts (repository size); the
+    // sliding-window golden has 10 long prompts (1 to 230 tokens).
     const std::string n(name);
     const bool small = n == "smollm2-kvf32" || n.find("Q5") != std::string::npos ||
                        n.find("Q2_K") != std::string::npos || n.find("Q3_K") != std::string::npos ||
                        n.find("IQ4") != std::string::npos;
-    EXPECT_GE(g.prompts.size(), small ? 6u : 20u) << path;
+    EXPECT_GE(g.prompts.size(), small ? 6u : n == "tiny-mistral-swa-F16" ? 10u : 20u) << path;
     EXPECT_EQ(g.n_cont, 32u) << path;
     const size_t n_stored = g.n_stored();
     const double scale = 1.0 / g.inv_scale;
@@ -801,6 +805,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_Q5_1", "tiny-llama-Q5_1", "Q5_1", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_IQ4_NL", "tiny-llama-IQ4_NL", "IQ4_NL", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_IQ4_XS", "tiny-llama-IQ4_XS", "IQ4_XS", LLM_KV_F32, kQ8KExactCtx, true}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+// Mistral-style sliding window (every layer sees the last 64 positions),
+// tools/make_mistral_swa.py; prompts of 1 to 230 tokens, so the
+// continuations reach position 261 (> 3 windows). The reference is llama.cpp
+// with the window applied to its KV cache (docs/GOLDENS.md): its llama
+// architecture ignores attention.sliding_window.
+INSTANTIATE_TEST_SUITE_P(
+    SlidingWindow, TeacherForcedTest,
+    ::testing::Values(Case{"Tiny_MistralSwa", "tiny-mistral-swa-F16", "F16", LLM_KV_F32, 0, false,
+                           "tiny-mistral-swa-F16.gguf"}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 }  // namespace

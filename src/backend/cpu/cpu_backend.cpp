@@ -313,8 +313,8 @@ absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q_id,
-                                   ActivationId out_id) {
+absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window,
+                                   ActivationId q_id, ActivationId out_id) {
   const int64_t width = n_head * kv_layout_.head_dim;
   absl::Status st;
   const float* q = Act(q_id, width, &st);
@@ -338,6 +338,7 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q
       job.kv.head_dim = kv_layout_.head_dim;
       job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
       job.out = out + s.row0 * width;
+      job.window = window;
       attention_jobs_.push_back(job);
     }
     // One parallel loop for every sequence's heads: a pass of 16 one-token
