@@ -67,12 +67,19 @@ absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0
 
 // One sequence's part of a batched attention call: Attention's q, n_q, pos0,
 // kv and out.
+// scale: the score scale (0: 1 / sqrt(head_dim)); softcap > 0: each scaled
+// score s becomes softcap * tanh(s / softcap) (Gemma 2; scalar kernel only);
+// window > 0: the query at position p sees only positions
+// [p - window + 1, p] (sliding-window layers).
 struct AttentionJob {
   const float* q = nullptr;
   int64_t n_q = 0;
   int64_t pos0 = 0;
   KvView kv;
   float* out = nullptr;
+  float scale = 0.0f;
+  float softcap = 0.0f;
+  int64_t window = 0;
 };
 
 // Attention for several sequences (a batcher's pass) with one parallel loop
