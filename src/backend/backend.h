@@ -72,7 +72,9 @@ enum class ActivationRows { kTokens, kLogitRows };
 // One sequence of a pass: rows [row0, row0 + n_rows) hold its new tokens at
 // absolute positions pos0 .. pos0 + n_rows - 1. Its KV blocks cover
 // positions [0, pos0 + n_rows) and are prepared for writing at the new
-// positions (the block table did copy-on-write). wants_logits: its last
+// positions (the block table did copy-on-write); ids of blocks that a
+// windowed table released (every position in them is out of every window of
+// the pass, see Attention) are -1. wants_logits: its last
 // row's logits are produced (a logit row).
 struct PassSequence {
   int64_t row0 = 0;
@@ -109,13 +111,10 @@ struct RopeSpec {
 
 // How Attention scores a query against a key: s = scale * (q . k), then,
 // with softcap > 0, s = softcap * tanh(s / softcap) (Gemma 2), before the
-// softmax. scale 0 means 1 / sqrt(head_dim). window > 0: the query at
-// position p attends only to positions [p - window + 1, p] (a sliding-window
-// layer; its older KV is still kept).
+// softmax. scale 0 means 1 / sqrt(head_dim).
 struct AttentionSpec {
   float scale = 0.0f;
   float softcap = 0.0f;
-  int64_t window = 0;
 };
 
 enum class DeviceKind { kAuto, kCpu, kCuda };
@@ -171,7 +170,14 @@ class Backend {
   // Causal attention of each sequence's new queries over its KV blocks
   // (positions [0, pos0 + n_rows)) in layer, scored as spec says.
   // q, out: [rows][n_head * head_dim].
-  virtual absl::Status Attention(int64_t layer, int64_t n_head, ActivationId q, ActivationId out,
+  // window: the layer's attention window, 0 = full causal attention; with
+  // window > 0 the query at position p sees only keys in (p - window, p]
+  // (llama.cpp's LLAMA_SWA_TYPE_STANDARD mask: key p0 is hidden from query p1
+  // when p1 - p0 >= window), and blocks holding only positions before
+  // pos0 + 1 - window are never read (a windowed block table releases them:
+  // their ids may be -1).
+  virtual absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
+                                 ActivationId out,
                                  const AttentionSpec& spec = AttentionSpec()) = 0;
   // out = silu(gate) * up, elementwise; out may be gate or up.
   virtual absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) = 0;

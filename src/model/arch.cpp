@@ -6,6 +6,7 @@ namespace {
 ArchSpec Llama() {
   ArchSpec a;
   a.name = "llama";
+  a.uniform_swa = true;
   return a;
 }
 

@@ -37,6 +37,7 @@ struct ArchSpec {
   float final_softcap_default = 0.0f;  // when the key is absent (gemma2: 30)
   int swa_pattern = 0;      // 0: no sliding window; n: layer l is local unless l % n == n - 1
   int64_t swa_default = 0;  // window when attention.sliding_window is absent
+  bool uniform_swa = false;      // attention.sliding_window windows every layer (Mistral-style)
   bool swa_rope_is_global = false;  // local layers rotate as global ones (Gemma 2), else
                                     // with rope.freq_base_swa (default 10000) unscaled
   FfnActivation ffn = FfnActivation::kSwiGlu;

@@ -252,9 +252,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     LLM_RETURN_IF_ERROR(b.Rope(a.q, hp_.n_head, r));
     LLM_RETURN_IF_ERROR(b.Rope(a.k, hp_.n_head_kv, r));
     LLM_RETURN_IF_ERROR(b.StoreKv(l, a.k, a.v));
-    AttentionSpec layer_attention = attention;
-    if (hp_.IsSwaLayer(l)) layer_attention.window = hp_.n_swa;
-    LLM_RETURN_IF_ERROR(b.Attention(l, hp_.n_head, a.q, a.attn, layer_attention));
+    LLM_RETURN_IF_ERROR(b.Attention(l, hp_.n_head, hp_.layer_window[l], a.q, a.attn, attention));
     LLM_RETURN_IF_ERROR(b.Linear({L.wo}, a.attn, {a.xn}));
     if (IsSet(L.attn_post_norm)) LLM_RETURN_IF_ERROR(b.RmsNorm(a.xn, L.attn_post_norm, eps, a.xn));
     LLM_RETURN_IF_ERROR(b.Add(a.x, a.xn));

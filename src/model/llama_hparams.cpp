@@ -84,14 +84,22 @@ absl::Status ReadRope(const GgufFile& gguf, const std::string& p, LlamaHParams* 
 // have them (model/arch.h).
 absl::Status ReadAttentionVariants(const GgufFile& gguf, const std::string& p, LlamaHParams* hp) {
   const ArchSpec& a = *hp->arch;
-  if (a.swa_pattern > 0) {
+  // Sliding windows (docs/SLIDING_WINDOW.md): Gemma's local layers
+  // (swa_pattern), or Mistral-style on every layer of a llama model. The
+  // other families ignore the key, as llama.cpp does (Phi-3 writes one that
+  // its attention never used).
+  if (a.swa_pattern > 0 || a.uniform_swa) {
     LLM_ASSIGN_OR_RETURN(std::optional<uint64_t> window,
                          gguf.GetUint(p + "attention.sliding_window"));
-    hp->n_swa = window ? static_cast<int64_t>(*window) : a.swa_default;
-    if (hp->n_swa < 0 || hp->n_swa > (int64_t{1} << 24)) {
-      return Errorf(LLM_ERR_BAD_MODEL, "attention.sliding_window = %d is invalid", hp->n_swa);
+    if (window && *window > static_cast<uint64_t>(int64_t{1} << 24)) {
+      return Errorf(LLM_ERR_BAD_MODEL, "attention.sliding_window = %d is too large", *window);
     }
+    hp->n_swa = window ? static_cast<int64_t>(*window) : a.swa_default;
     hp->swa_pattern = hp->n_swa > 0 ? a.swa_pattern : 0;
+  }
+  hp->layer_window.assign(static_cast<size_t>(hp->n_layer), 0);
+  for (int64_t l = 0; l < hp->n_layer; ++l) {
+    if (a.uniform_swa || hp->IsSwaLayer(l)) hp->layer_window[l] = hp->n_swa;
   }
   if (a.attn_softcap) {
     hp->attn_softcap = 50.0f;  // llama.cpp's default

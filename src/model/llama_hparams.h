@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,10 @@ struct LlamaHParams {
   float rope_freq_base = 10000.0f;
   bool rope_neox = false;  // llama uses the "normal" (interleaved pairs) mode
   float rms_eps = 1e-5f;
+  // Attention window of each layer ([n_layer]; 0 = full causal attention):
+  // Mistral-style `<arch>.attention.sliding_window` windows every layer of a
+  // llama model; Gemma windows its local layers (IsSwaLayer) with n_swa.
+  std::vector<int64_t> layer_window;
 
   // RoPE scaling (ggml rope_ext without YaRN): theta *= rope_freq_scale
   // (1 / rope.scaling.factor for linear scaling, else 1); cos/sin *=

@@ -67,6 +67,7 @@ struct OpRecord {
   std::vector<int32_t> acts;     // activation indices, in argument order
   std::vector<int32_t> weights;  // weight indices, in argument order
   int64_t logit_row = -1;        // ReadLogits
+  int64_t window = 0;            // Attention: the layer's window (0 = full)
 };
 
 // One sequence of a pass, as PassDesc gave it.
@@ -432,10 +433,15 @@ class RecordingBackend : public Backend {
     LLM_RETURN_IF_ERROR(Op("StoreKv", layer, {k, v}, {}));
     return inner_->StoreKv(layer, k, v);
   }
-  absl::Status Attention(int64_t layer, int64_t n_head, ActivationId q, ActivationId out,
-                         const AttentionSpec& spec) override {
+  absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
+                         ActivationId out, const AttentionSpec& spec) override {
     LLM_RETURN_IF_ERROR(Op("Attention", layer, {q, out}, {}));
-    return inner_->Attention(layer, n_head, q, out, spec);
+    {
+      std::lock_guard<std::mutex> lock(log_->mu_);
+      log_->passes_.back().ops.back().window = window;
+      LLM_RETURN_IF_ERROR(CheckWindowBlocks(window));
+    }
+    return inner_->Attention(layer, n_head, window, q, out, spec);
   }
   absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) override {
     LLM_RETURN_IF_ERROR(Op("SwiGlu", -1, {gate, up, out}, {}));
@@ -588,6 +594,30 @@ class RecordingBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // An Attention of the current pass with this window (mu_ held): every
+  // block a query can see (window 0: all of positions [0, pos0 + n_rows);
+  // else from the first query's window start pos0 + 1 - window on) is a
+  // real block, not a released (-1) one.
+  absl::Status CheckWindowBlocks(int64_t window) {
+    if (window < 0) return log_->Violation("Attention with window " + std::to_string(window));
+    const PassRecord& r = log_->passes_.back();
+    for (size_t i = 0; i < r.sequences.size(); ++i) {
+      const SequenceRecord& s = r.sequences[i];
+      if (s.n_rows == 0) continue;
+      const int64_t bt = KvLayout::block_tokens(s.kv_type);
+      const int64_t first = window > 0 ? std::max<int64_t>(0, s.pos0 + 1 - window) : 0;
+      for (int64_t k = first / bt; k <= (s.pos0 + s.n_rows - 1) / bt; ++k) {
+        if (s.blocks[k] < 0) {
+          return log_->Violation("pass " + std::to_string(r.index) + " sequence " +
+                                 std::to_string(i) + ": attention with window " +
+                                 std::to_string(window) + " reads released KV block index " +
+                                 std::to_string(k));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The pass's description (mu_ held): sequences tile the tokens in order,
   // each one's blocks cover its positions and have storage, no block is
   // written by two sequences.
@@ -610,6 +640,7 @@ class RecordingBackend : public Backend {
                                " positions");
       }
       for (int32_t b : s.blocks) {
+        if (b == -1) continue;  // released by a windowed table: checked by Attention
         if (b < 0 || b >= log_->storage_blocks_) {
           return log_->Violation(seq + ": KV block " + std::to_string(b) + " has no storage");
         }
@@ -617,6 +648,10 @@ class RecordingBackend : public Backend {
       }
       if (s.n_rows == 0) continue;
       for (int64_t k = s.pos0 / bt; k <= (s.pos0 + s.n_rows - 1) / bt; ++k) {
+        if (s.blocks[k] < 0) {
+          return log_->Violation(seq + " writes positions of released KV block index " +
+                                 std::to_string(k));
+        }
         if (!log_->pass_writes_.insert(s.blocks[k]).second) {
           return log_->Violation(seq + " writes KV block " + std::to_string(s.blocks[k]) +
                                  ", which another sequence of the pass writes too");

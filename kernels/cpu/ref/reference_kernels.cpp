@@ -87,7 +87,7 @@ void RefSoftmax(double* x, int64_t n) {
 
 void RefAttention(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, const double* k,
                   const double* v, int64_t n_head_kv, int64_t head_dim, double* out,
-                  double* abs_out) {
+                  double* abs_out, int64_t window) {
   const int64_t group = n_head / n_head_kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   for (int64_t t = 0; t < n_q; ++t) {
@@ -101,6 +101,8 @@ void RefAttention(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, co
         double d = 0.0;
         for (int64_t i = 0; i < head_dim; ++i) d += qh[i] * kp[i];
         s[static_cast<size_t>(p)] = d * scale;
+        const int64_t p1 = pos0 + t;  // the query's position
+        if (window > 0 && p1 - p >= window) s[static_cast<size_t>(p)] = -INFINITY;
       }
       RefSoftmax(s.data(), n_kv);
       double* oh = out + (t * n_head + h) * head_dim;

@@ -41,9 +41,12 @@ void RefSoftmax(double* x, int64_t n);
 // q [n_q][n_head][head_dim], k/v [n_kv][n_head_kv][head_dim] (n_kv >= pos0+n_q),
 // out [n_q][n_head][head_dim]. If abs_out is non-null it receives
 // sum_p softmax_p * |v_p[d]| per output element (a scale for tolerances).
+// window > 0: sliding-window attention, llama.cpp's mask (is_masked_swa,
+// LLAMA_SWA_TYPE_STANDARD): key position p0 is masked for the query at p1
+// when p1 - p0 >= window, so a query sees window keys at most.
 void RefAttention(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, const double* k,
                   const double* v, int64_t n_head_kv, int64_t head_dim, double* out,
-                  double* abs_out);
+                  double* abs_out, int64_t window = 0);
 
 // RefAttention with a score scale (0: 1 / sqrt(head_dim)), soft-capping
 // (softcap > 0: s = softcap * tanh(s / softcap)) and a sliding window

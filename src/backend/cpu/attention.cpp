@@ -110,7 +110,8 @@ struct ResolvedJob {
   const AttentionJob* job;
   attn::AttendFn attend;
   attn::AttendHeadsFn attend_heads;  // null: per head
-  attn::KvRows rows;
+  attn::KvRows rows;       // rows of positions first_pos .. pos0 + n_q - 1
+  int64_t first_pos;       // the first position any query of the job sees
   int64_t heads_per_task;  // 1, or n_head / n_head_kv with attend_heads
   int64_t first_task;      // tasks first_task .. + n_q * n_head / heads_per_task - 1
   float scale;             // the job's, or 1 / sqrt(head_dim)
@@ -119,13 +120,14 @@ struct ResolvedJob {
 
 absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
   const KvView& kv = j.kv;
-  if (j.n_q < 0 || n_head <= 0 || j.pos0 < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
+  if (j.n_q < 0 || n_head <= 0 || j.pos0 < 0 || j.window < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
       n_head % kv.n_head_kv != 0 || kv.block_tokens <= 0 ||
       kv.row_stride < static_cast<size_t>(kv.n_head_kv * kv.head_dim)) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT,
                   "Attention: bad shape n_q=%d n_head=%d n_head_kv=%d head_dim=%d pos0=%d "
-                  "row_stride=%d block_tokens=%d",
-                  j.n_q, n_head, kv.n_head_kv, kv.head_dim, j.pos0, kv.row_stride, kv.block_tokens);
+                  "row_stride=%d block_tokens=%d window=%d",
+                  j.n_q, n_head, kv.n_head_kv, kv.head_dim, j.pos0, kv.row_stride, kv.block_tokens,
+                  j.window);
   }
   if (j.n_q > 0 && (j.q == nullptr || j.out == nullptr || kv.blocks == nullptr)) {
     return Error(LLM_ERR_INVALID_ARGUMENT, "Attention: null q, out or KV block table");
@@ -152,23 +154,30 @@ void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, ResolvedJob* r) {
   }
 }
 
-// Row pointers of positions 0 .. n_pos-1 of kv into k_rows / v_rows, by one
-// walk over the blocks (no division per position).
-absl::Status ResolveRows(const KvView& kv, int64_t n_pos, const uint8_t** k_rows,
+// The first position a query at pos sees: pos + 1 - window with a window.
+inline int64_t FirstVisible(int64_t pos, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
+}
+
+// Row pointers of positions first .. n_pos-1 of kv into k_rows / v_rows
+// (index p - first), by one walk over the blocks (no division per position).
+// Blocks before first's are not read.
+absl::Status ResolveRows(const KvView& kv, int64_t first, int64_t n_pos, const uint8_t** k_rows,
                          const uint8_t** v_rows) {
   const size_t row_bytes = kv.row_stride * (kv.f16 ? 2 : 4);
-  for (int64_t b = 0, p = 0; p < n_pos; ++b) {
+  for (int64_t b = first / kv.block_tokens, p = first; p < n_pos; ++b) {
     const uint8_t* base = kv.blocks[b];
     if (base == nullptr) {
       return Errorf(LLM_ERR_INVALID_ARGUMENT, "Attention: KV block %d (positions %d..) is null", b,
                     p);
     }
-    const uint8_t* k = base + kv.k_offset;
-    const uint8_t* v = base + kv.v_offset;
-    const int64_t end = std::min(n_pos, p + kv.block_tokens);
+    const int64_t in_block = p - b * kv.block_tokens;
+    const uint8_t* k = base + kv.k_offset + static_cast<size_t>(in_block) * row_bytes;
+    const uint8_t* v = base + kv.v_offset + static_cast<size_t>(in_block) * row_bytes;
+    const int64_t end = std::min(n_pos, (b + 1) * kv.block_tokens);
     for (; p < end; ++p, k += row_bytes, v += row_bytes) {
-      k_rows[p] = k;
-      v_rows[p] = v;
+      k_rows[p - first] = k;
+      v_rows[p - first] = v;
     }
   }
   return absl::OkStatus();
@@ -182,23 +191,26 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
   for (const AttentionJob& j : jobs) {
     LLM_RETURN_IF_ERROR(CheckJob(j, n_head));
     if (j.n_q == 0) continue;
-    n_rows += 2 * (j.pos0 + j.n_q);
+    n_rows += 2 * (j.pos0 + j.n_q - FirstVisible(j.pos0, j.window));
   }
   // [K rows | V rows] of every job, one after the other.
   std::vector<const uint8_t*> rows(static_cast<size_t>(n_rows));
   int64_t row = 0;
   for (const AttentionJob& j : jobs) {
     if (j.n_q == 0) continue;
-    const int64_t n_pos = j.pos0 + j.n_q;
+    const int64_t first = FirstVisible(j.pos0, j.window);
+    const int64_t n_pos = j.pos0 + j.n_q - first;  // rows resolved
     ResolvedJob r;
     r.job = &j;
+    r.first_pos = first;
     PickAttend(j.n_q, j.kv.head_dim, batch_invariant, &r);
     r.heads_per_task = r.attend_heads != nullptr ? n_head / j.kv.n_head_kv : 1;
     r.rows.k = rows.data() + row;
     r.rows.v = rows.data() + row + n_pos;
     r.rows.f16 = j.kv.f16;
     r.rows.head_dim = j.kv.head_dim;
-    LLM_RETURN_IF_ERROR(ResolveRows(j.kv, n_pos, rows.data() + row, rows.data() + row + n_pos));
+    LLM_RETURN_IF_ERROR(
+        ResolveRows(j.kv, first, first + n_pos, rows.data() + row, rows.data() + row + n_pos));
     r.first_task = n_tasks;
     r.scale = j.scale > 0.0f
                   ? j.scale
@@ -236,14 +248,13 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       const int64_t t = local / tasks_per_query;
       const int64_t h = local % tasks_per_query * r.heads_per_task;  // first head
       const size_t at = static_cast<size_t>((t * n_head + h) * hd);
-      // A sliding window sees positions [p - window + 1, p]: the kernels
-      // get the rows from its first position on.
-      const int64_t p = j.pos0 + t;
-      const int64_t first = j.window > 0 ? std::max<int64_t>(0, p - j.window + 1) : 0;
+      // Query t (position pos0 + t) sees positions first .. pos0 + t: the
+      // kernels get the rows from first on and their count.
+      const int64_t first = FirstVisible(j.pos0 + t, j.window);
+      const int64_t n_kv = j.pos0 + t + 1 - first;
       attn::KvRows rows = r.rows;
-      rows.k += first;
-      rows.v += first;
-      const int64_t n_kv = p + 1 - first;
+      rows.k += first - r.first_pos;
+      rows.v += first - r.first_pos;
       if (r.softcap > 0.0f) {
         AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(),
                      acc.data(), j.out + at);
@@ -277,8 +288,9 @@ absl::Status AttentionBatch(absl::Span<const AttentionJob> jobs, int64_t n_head,
 }
 
 absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
-                       float* out, ThreadPool* pool, bool batch_invariant) {
+                       float* out, ThreadPool* pool, bool batch_invariant, int64_t window) {
   AttentionJob job;
+  job.window = window;
   job.q = q;
   job.n_q = n_q;
   job.pos0 = pos0;

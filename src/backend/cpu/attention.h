@@ -45,7 +45,12 @@ struct KvView {
 //      absolute positions pos0 .. pos0+n_q-1 (RoPE already applied).
 // kv:  holds positions 0 .. pos0+n_q-1 (the new tokens included).
 // out: [n_q][n_head][head_dim] f32 (must not overlap q).
-// Causal: query t attends to kv positions 0..pos0+t. GQA: head h reads kv head
+// Causal: query t attends to kv positions 0..pos0+t; with window > 0
+// (sliding-window attention) only to the last `window` of them,
+// (pos0+t - window, pos0+t] (llama.cpp's mask: key p0 is hidden from the
+// query at p1 when p1 - p0 >= window), and blocks holding only positions
+// before pos0 + 1 - window are never read (they may be null: released by a
+// windowed block table). GQA: head h reads kv head
 // h / (n_head / n_head_kv). Scores are scaled by 1/sqrt(head_dim).
 // Per (query, head): scores as f32 dots in a fixed order, max-subtracted
 // softmax (sum in double), f32 weighted sum of V, with ggml's rounding points
@@ -63,23 +68,20 @@ struct KvView {
 // Bad shapes, a null q / out / kv.blocks / block in use -> LLM_ERR_INVALID_ARGUMENT;
 // allocation failure -> OUT_OF_MEMORY.
 absl::Status Attention(const float* q, int64_t n_q, int64_t n_head, int64_t pos0, const KvView& kv,
-                       float* out, ThreadPool* pool, bool batch_invariant = false);
+                       float* out, ThreadPool* pool, bool batch_invariant = false,
+                       int64_t window = 0);
 
 // One sequence's part of a batched attention call: Attention's q, n_q, pos0,
-// kv and out.
-// scale: the score scale (0: 1 / sqrt(head_dim)); softcap > 0: each scaled
-// score s becomes softcap * tanh(s / softcap) (Gemma 2; scalar kernel only);
-// window > 0: the query at position p sees only positions
-// [p - window + 1, p] (sliding-window layers).
+// kv, out and window.
 struct AttentionJob {
   const float* q = nullptr;
   int64_t n_q = 0;
   int64_t pos0 = 0;
   KvView kv;
   float* out = nullptr;
-  float scale = 0.0f;
-  float softcap = 0.0f;
-  int64_t window = 0;
+  int64_t window = 0;  // 0: full causal attention; > 0: keys (p - window, p]
+  float scale = 0.0f;  // score scale; 0: 1 / sqrt(head_dim)
+  float softcap = 0.0f;  // > 0: s = softcap * tanh(s / softcap) (Gemma 2; scalar kernel)
 };
 
 // Attention for several sequences (a batcher's pass) with one parallel loop

@@ -339,9 +339,10 @@ absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q_id,
-                                   ActivationId out_id, const AttentionSpec& spec) {
-  if (!(spec.scale >= 0.0f) || !(spec.softcap >= 0.0f) || spec.window < 0) {
+absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window,
+                                   ActivationId q_id, ActivationId out_id,
+                                   const AttentionSpec& spec) {
+  if (!(spec.scale >= 0.0f) || !(spec.softcap >= 0.0f)) {
     return Errorf(LLM_ERR_INTERNAL, "attention scale %g / soft-cap %g", spec.scale, spec.softcap);
   }
   const int64_t width = n_head * kv_layout_.head_dim;
@@ -367,9 +368,9 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, ActivationId q
       job.kv.head_dim = kv_layout_.head_dim;
       job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
       job.out = out + s.row0 * width;
+      job.window = window;
       job.scale = spec.scale;
       job.softcap = spec.softcap;
-      job.window = spec.window;
       attention_jobs_.push_back(job);
     }
     // One parallel loop for every sequence's heads: a pass of 16 one-token

@@ -44,8 +44,8 @@ class CpuBackend : public Backend {
   absl::Status Linear(absl::Span<const WeightId> weights, ActivationId in,
                       absl::Span<const ActivationId> outs) override;
   absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) override;
-  absl::Status Attention(int64_t layer, int64_t n_head, ActivationId q, ActivationId out,
-                         const AttentionSpec& spec) override;
+  absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
+                         ActivationId out, const AttentionSpec& spec) override;
   absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) override;
   absl::Status GeGlu(ActivationId gate, ActivationId up, ActivationId out) override;
   absl::Status Add(ActivationId x, ActivationId y) override;

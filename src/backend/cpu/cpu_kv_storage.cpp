@@ -74,6 +74,10 @@ absl::Status CpuKvStorage::Bases(absl::Span<const int32_t> blocks,
   std::lock_guard<std::mutex> lock(mu_);
   out.resize(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] == -1) {  // released: out of every window of the pass
+      out[i] = nullptr;
+      continue;
+    }
     out[i] = Base(blocks[i]);
     if (out[i] == nullptr) return Errorf(LLM_ERR_INTERNAL, "KV block %d has no storage", blocks[i]);
   }

@@ -23,7 +23,8 @@ class CpuKvStorage : public KvStorage {
   absl::Status WriteBlock(int32_t block, const uint8_t* host) override;
 
   // out[i] = base address of blocks[i] (every id must have storage, else
-  // LLM_ERR_INTERNAL). Reuses out's capacity.
+  // LLM_ERR_INTERNAL), nullptr for -1 (a block a windowed table released;
+  // the kernels never read it). Reuses out's capacity.
   absl::Status Bases(absl::Span<const int32_t> blocks, std::vector<const uint8_t*>& out) const;
 
  private:

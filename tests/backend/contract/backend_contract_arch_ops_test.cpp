@@ -211,8 +211,7 @@ TEST_P(BackendContract, AttentionScaleSoftCapAndWindow) {
         AttentionSpec spec;
         spec.scale = c.scale;
         spec.softcap = c.softcap;
-        spec.window = c.window;
-        ASSERT_TRUE(b().Attention(0, n_head, q.act, out, spec).ok());
+        ASSERT_TRUE(b().Attention(0, n_head, c.window, q.act, out, spec).ok());
         ASSERT_TRUE(b().EndPass().ok());
         const std::vector<float> got = ReadRows(out, rows);
         int64_t row0 = 0;

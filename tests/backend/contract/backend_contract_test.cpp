@@ -453,7 +453,12 @@ void PutKvElem(uint8_t* p, KvType t, float f) {
   }
 }
 
+// window 0: full causal attention. window 5 (shorter than some prefills) and
+// 19 (more than an F16 block): sliding-window attention, with the blocks
+// wholly before each sequence's first window released (-1), as a windowed
+// block table passes them; the reference applies llama.cpp's mask.
 TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks) {
+  for (int64_t window : {0, 5, 19})
   for (KvType T : {KvType::kF16, KvType::kF32}) {
     for (int64_t head_dim : {64, 37}) {
       ResetBackend();
@@ -465,7 +470,8 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
       const int64_t re = L.row_elems();
       const int64_t bt = KvLayout::block_tokens(T), bu = KvLayout::block_tokens(U);
       SCOPED_TRACE(std::string(T == KvType::kF16 ? "F16" : "F32") +
-                   " KV, head_dim=" + std::to_string(head_dim));
+                   " KV, head_dim=" + std::to_string(head_dim) +
+                   ", window=" + std::to_string(window));
 
       // Block ids: a shuffled pool, every block poisoned with NaN bytes so
       // that reading a position past a sequence's end shows.
@@ -544,6 +550,17 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
       for (int32_t id = 0; id < n_blocks; ++id)
         ASSERT_TRUE(kv->ReadBlock(id, before[id].data()).ok());
 
+      // A windowed table's released blocks: those whose positions are all
+      // before the first query's window. Poisoned and never passed.
+      std::vector<SeqSpec> pass_specs = specs;
+      if (window > 0) {
+        for (SeqSpec& sp : pass_specs) {
+          const int64_t bts = KvLayout::block_tokens(sp.kv_type);
+          const int64_t first = std::max<int64_t>(0, sp.pos0 + 1 - window);
+          for (int64_t k = 0; (k + 1) * bts <= first; ++k) sp.blocks[k] = -1;
+        }
+      }
+
       // The pass: per layer, q/k/v from Embed, StoreKv, Attention.
       int64_t rows = 0;
       for (const SeqSpec& s : specs) rows += s.n_rows;
@@ -555,7 +572,7 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
         v.push_back(DeclareInput(rows, re));
         out.push_back(b().DeclareActivation(n_head * head_dim, ActivationRows::kTokens));
       }
-      const OwnedPass pass = MakePass(specs);
+      const OwnedPass pass = MakePass(pass_specs);
       {
         const absl::Status st = b().BeginPass(pass.desc());
         ASSERT_TRUE(st.ok()) << st;
@@ -565,7 +582,8 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
         ASSERT_TRUE(b().Embed(k[l].table.id, k[l].act).ok());
         ASSERT_TRUE(b().Embed(v[l].table.id, v[l].act).ok());
         ASSERT_TRUE(b().StoreKv(l, k[l].act, v[l].act).ok());
-        ASSERT_TRUE(b().Attention(l, n_head, q[l].act, out[l]).ok());
+        const absl::Status st = b().Attention(l, n_head, window, q[l].act, out[l]);
+        ASSERT_TRUE(st.ok()) << st;
       }
       ASSERT_TRUE(b().EndPass().ok());
 
@@ -598,7 +616,7 @@ TEST_P(BackendContract, StoreKvAndAttentionOverShuffledSharedPartlyFilledBlocks)
               ToDouble(q[l].rows.data() + row0 * w, static_cast<size_t>(sp.n_rows * w));
           std::vector<double> want(qd.size()), scale(qd.size());
           ref::RefAttention(qd.data(), sp.n_rows, n_head, sp.pos0, kd.data(), vd.data(), n_head_kv,
-                            head_dim, want.data(), scale.data());
+                            head_dim, want.data(), scale.data(), window);
           const double tol = sp.kv_type == KvType::kF16 ? tol_f16 : tol_f32;
           for (size_t i = 0; i < want.size(); ++i) {
             const float g = got[row0 * w + i];
