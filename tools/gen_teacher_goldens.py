@@ -300,6 +300,8 @@ def main():
                     help="prompts of random token ids (tiny models without real text)")
     ap.add_argument("--n-prompts", type=int, default=20, help="number of random prompts")
     ap.add_argument("--seed", type=int, default=1234, help="seed for the random prompts")
+    ap.add_argument("--lengths", default=None,
+                    help="comma-separated random prompt lengths (default: the built-in list)")
     ap.add_argument("--n-cont", type=int, default=N_CONT)
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--kv-f32", action="store_true",
@@ -360,6 +362,8 @@ def main():
         rng = np.random.default_rng(args.seed)
         # Lengths around block/chunk edges: 1 token, odd sizes, 32/64/128 +-1.
         lengths = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 127, 128, 200]
+        if args.lengths:
+            lengths = [int(n) for n in args.lengths.split(",")]
         while len(lengths) < args.n_prompts:
             lengths.append(int(rng.integers(1, 250)))
         for n in lengths[: args.n_prompts]:

@@ -108,7 +108,9 @@ def write_model(path, name):
     arch, s = MODELS[name]
     rng = np.random.default_rng([SEED, list(MODELS).index(name)])
     wr = gguf.GGUFWriter(path, arch)
-    wr.add_name(f"tiny-{name}")
+    # llama.cpp gives vocabularies of models named "phi3"/"phi-3" Phi-3's
+    # special-token attributes, which need "<|endoftext|>": not in this vocabulary.
+    wr.add_name("tiny-fused-longrope" if arch == "phi3" else f"tiny-{name}")
     wr.add_context_length(s.n_ctx)
     wr.add_embedding_length(s.n_embd)
     wr.add_block_count(s.n_layer)
