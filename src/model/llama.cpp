@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <unordered_set>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status.h"
@@ -73,7 +74,7 @@ class Binder {
   // part of the model, so it is refused.
   absl::Status CheckAllUsed(const std::string& arch) const {
     for (const GgufTensor& t : gguf_.tensors()) {
-      if (!used_.contains(t.name)) {
+      if (used_.count(t.name) == 0) {
         return Errorf(LLM_ERR_UNSUPPORTED,
                       "tensor '%s' is not supported for architecture '%s' (its forward pass "
                       "would ignore it)",
@@ -87,7 +88,10 @@ class Binder {
   const GgufFile& gguf_;
   Backend& backend_;
   uint64_t& n_params_;
-  absl::flat_hash_set<std::string> used_;
+  // std::unordered_set, not absl's: an allocation failure inside absl's
+  // rehash corrupts the set (found by the OOM sweep), the standard's
+  // insert leaves it as it was.
+  std::unordered_set<std::string> used_;
 };
 
 bool IsSet(const WeightId& w) { return w.index >= 0; }
