@@ -213,6 +213,44 @@ def run_reference(llm, prompt_ids, n_cont):
     return cont, vecs
 
 
+def run_reference_windowed(llm, prompt_ids, n_cont, window):
+    """run_reference for a model whose every layer sees only the last `window`
+    positions (Mistral-style sliding window, llama.cpp's mask: key p0 hidden
+    from query p1 when p1 - p0 >= window).
+
+    llama.cpp 0.3.36's `llama` architecture ignores
+    `llama.attention.sliding_window` (its loader never reads the key), and no
+    architecture of that version is the plain llama block with a standard
+    window on every layer. So the reference is llama.cpp's own llama graph
+    with the window applied to its KV cache: tokens are decoded one at a time
+    and, before the token at position p, the cells of positions < p + 1 -
+    window are removed (llama_memory_seq_rm). The K/V of every position were
+    computed when it was decoded, under the same window, so each logits
+    vector is exactly the windowed model's."""
+    llm.reset()
+    llm._ctx.kv_cache_clear()
+    cont, vecs = [], []
+    tokens = list(prompt_ids)
+    j = 0
+    p = 0
+    while True:
+        drop = p + 1 - window
+        if drop > 0:
+            llm._ctx.kv_cache_seq_rm(0, 0, drop)
+        llm.eval([tokens[p]])
+        p += 1
+        if p < len(tokens):
+            continue
+        logits = np.array(llm.scores[llm.n_tokens - 1, :], dtype=np.float32, copy=True)
+        tok = int(np.argmax(logits))
+        cont.append(tok)
+        vecs.append(logits)
+        j += 1
+        if j == n_cont:
+            return cont, vecs
+        tokens.append(tok)
+
+
 def format_meta(args):
     return "tools/gen_teacher_goldens.py docstring, version %d" % (
         VERSION_COMPACT if args.compact else VERSION_FULL)
@@ -300,8 +338,6 @@ def main():
                     help="prompts of random token ids (tiny models without real text)")
     ap.add_argument("--n-prompts", type=int, default=20, help="number of random prompts")
     ap.add_argument("--seed", type=int, default=1234, help="seed for the random prompts")
-    ap.add_argument("--lengths", default=None,
-                    help="comma-separated random prompt lengths (default: the built-in list)")
     ap.add_argument("--n-cont", type=int, default=N_CONT)
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--kv-f32", action="store_true",
@@ -319,6 +355,11 @@ def main():
     ap.add_argument("--n-sample", type=int, default=N_SAMPLE,
                     help="version 2: sampled other entries per position")
     ap.add_argument("--sample-seed", type=int, default=SAMPLE_SEED, help="version 2: sample seed")
+    ap.add_argument("--sliding-window", type=int, default=0,
+                    help="the model's window (every layer): evaluate with run_reference_windowed "
+                         "and also report how far full attention is from it")
+    ap.add_argument("--lengths", default=None,
+                    help="comma-separated random prompt lengths (with --random-prompts)")
     ap.add_argument("--from-full", metavar="OLD.teacher.bin.gz",
                     help="convert this version-1 golden (and the .json beside it) instead of "
                          "running the reference")
@@ -363,7 +404,7 @@ def main():
         # Lengths around block/chunk edges: 1 token, odd sizes, 32/64/128 +-1.
         lengths = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 127, 128, 200]
         if args.lengths:
-            lengths = [int(n) for n in args.lengths.split(",")]
+            lengths = [int(x) for x in args.lengths.split(",")]
         while len(lengths) < args.n_prompts:
             lengths.append(int(rng.integers(1, 250)))
         for n in lengths[: args.n_prompts]:
@@ -382,8 +423,21 @@ def main():
             sys.exit("prompt too long for n_ctx")
 
     records = []
+    full_vs_window = []  # per prompt: max |full-attention logit - windowed logit|
     for i, (kind, text, ids) in enumerate(prompts):
-        cont, vecs = run_reference(llm, ids, args.n_cont)
+        if args.sliding_window > 0:
+            cont, vecs = run_reference_windowed(llm, ids, args.n_cont, args.sliding_window)
+            # The same tokens under full attention (llama.cpp's llama graph
+            # as is): how much the window changes the logits.
+            llm.reset()
+            llm.eval(ids + cont[:-1])
+            n0 = len(ids) - 1
+            full = np.array(llm.scores[n0:n0 + args.n_cont, :], dtype=np.float32)
+            diff = float(np.abs(full - np.stack(vecs)).max()) if len(ids) + len(cont) > args.sliding_window else 0.0
+            full_vs_window.append(diff)
+            print("prompt %2d: max |full - windowed| logit = %.3f" % (i, diff), file=sys.stderr)
+        else:
+            cont, vecs = run_reference(llm, ids, args.n_cont)
         records.append((ids, cont, vecs))
         top2 = [np.sort(v)[-2:] for v in vecs]
         n_clear = sum(1 for t in top2 if t[1] - t[0] >= 0.5)
@@ -412,6 +466,11 @@ def main():
         "inv_scale": args.inv_scale,
         **compact_meta(args),
         "random_prompts_seed": args.seed if args.random_prompts else None,
+        "sliding_window": args.sliding_window or None,
+        "reference_method": ("llama graph, one token per eval, KV cells of positions < p + 1 - "
+                             "window removed before position p (llama_memory_seq_rm)")
+        if args.sliding_window else "llama.cpp as is",
+        "max_abs_full_minus_windowed_per_prompt": full_vs_window or None,
         "prompts": [{"kind": kind, "text": text, "n_tokens": len(ids), "ids": ids,
                      "continuation": rec[1],
                      "continuation_text": llm.detokenize(rec[1]).decode("utf-8", "replace")

@@ -521,7 +521,12 @@ LLM_API llm_status llm_session_cancel(llm_session *session);
  * holds its first n_tokens tokens (KV intact, the blocks past them released)
  * and has no logits; calling llm_session_rewind(session, n_tokens) again
  * computes them. A latched cancel (llm_session_cancel) fails the call
- * before it changes anything. */
+ * before it changes anything. With a sliding-window model (every layer
+ * attends to the last W positions, e.g. Mistral's llama.attention.
+ * sliding_window) the KV of positions before the window has been released:
+ * a rewind needing positions [n_tokens - W, n_tokens) of which some were
+ * released fails with LLM_ERR_INVALID_ARGUMENT and changes nothing
+ * (docs/SLIDING_WINDOW.md); llm_session_reset + prefill recomputes. */
 LLM_API llm_status llm_session_rewind(llm_session *session, size_t n_tokens);
 
 /* A new session continuing exactly where parent stands: same history, logits,

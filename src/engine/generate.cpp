@@ -89,7 +89,11 @@ absl::StatusOr<GenerateResult> Generate(Session& session, absl::Span<const int32
   if (result.ok() && session.TakeCancel()) {
     result = Error(LLM_ERR_CANCELLED, "cancelled by llm_session_cancel");
   }
-  if (!result.ok()) session.RollBack(checkpoint);
+  if (!result.ok()) {
+    session.RollBack(checkpoint);
+  } else {
+    session.EndCheckpoint();
+  }
   return result;
 }
 

@@ -154,6 +154,15 @@ uint64_t DefaultKvBudget(const KvLayout& layout) {
   return std::max<uint64_t>(std::min(quarter_ram, sessions_cap), layout.block_bytes());
 }
 
+int64_t Model::kv_window() const {
+  const std::vector<int64_t>& w = hparams_.layer_window;
+  if (w.empty()) return 0;
+  for (const int64_t x : w) {
+    if (x != w[0]) return 0;
+  }
+  return w[0];
+}
+
 KvLayout Model::kv_layout() const {
   return KvLayout{hparams_.n_layer, hparams_.n_head_kv, hparams_.head_dim};
 }

@@ -68,6 +68,11 @@ class Model {
   // session load.
   uint64_t fingerprint() const { return fingerprint_; }
   KvLayout kv_layout() const;
+  // The attention window the sessions' KV block tables keep
+  // (docs/SLIDING_WINDOW.md): the layers' common window when every layer has
+  // the same one (Mistral-style), else 0 -- the table keeps every position,
+  // which is correct for any mix of windows, only not smaller.
+  int64_t kv_window() const;
 
   // The shared machinery sessions use (!vocab_only() only). Thread-safe
   // objects: a const Model hands them out mutable, as it is shared.

@@ -35,7 +35,7 @@ void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_
   n_ctx_ = n_ctx;
   kv_type_ = kv_type;
   seed_ = seed;
-  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx);
+  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx, model_->kv_window());
   sampler_ = std::make_unique<Sampler>(sampler);
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
@@ -95,6 +95,9 @@ bool Session::TakeCancel() {
 
 void Session::MarkCallStart() {
   history_at_call_ = tokens_.size();
+  // A sliding-window table keeps what a failed call rolls back to.
+  const int64_t at_call = static_cast<int64_t>(history_at_call_);
+  kv_->SetPin(checkpoint_pin_ >= 0 ? std::min(checkpoint_pin_, at_call) : at_call);
   logits_valid_at_call_ = has_logits_;
   rng_at_call_ = rng_;
   logits_swapped_ = false;
@@ -234,13 +237,20 @@ void Session::Cancel() {
   model_->scheduler().Cancel(&client_);
 }
 
-Session::Checkpoint Session::MakeCheckpoint() const {
+Session::Checkpoint Session::MakeCheckpoint() {
   Checkpoint cp;
   cp.n_tokens = tokens_.size();
   cp.has_logits = has_logits_;
   if (has_logits_) cp.logits = logits_;
   cp.rng = rng_;
+  checkpoint_pin_ = static_cast<int64_t>(cp.n_tokens);
+  kv_->SetPin(checkpoint_pin_);
   return cp;
+}
+
+void Session::EndCheckpoint() noexcept {
+  checkpoint_pin_ = -1;
+  kv_->SetPin(-1);
 }
 
 void Session::RollBack(Checkpoint& cp) noexcept {
@@ -251,6 +261,7 @@ void Session::RollBack(Checkpoint& cp) noexcept {
   if (cp.has_logits) logits_.swap(cp.logits);  // same size: n_vocab
   has_logits_ = cp.has_logits;
   rng_ = cp.rng;
+  EndCheckpoint();
 }
 
 absl::Status Session::PrepareChunk(int64_t n) {
@@ -307,6 +318,16 @@ absl::Status Session::Rewind(int64_t n) {
   }
   LLM_RETURN_IF_ERROR(CheckNotCancelled());
   if (n == have && (has_logits_ || n == 0)) return absl::OkStatus();
+  // A sliding-window table released the KV of old positions: rewinding to n
+  // needs positions [n - window, n) (docs/SLIDING_WINDOW.md). Refused, with
+  // nothing changed, rather than recomputed from position 0.
+  if (n > 0 && !kv_->CanResumeAt(n)) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "cannot rewind to %d tokens: the model's sliding window (%d positions) has "
+                  "released the KV that position %d needs; rewind less far, or reset and "
+                  "prefill again",
+                  n, kv_->window(), n - 1);
+  }
   // Drop the tokens past n first (this cannot fail, and frees blocks the
   // recomputation may need), then run token n - 1 again at its own position:
   // that recomputes the logits of position n - 1 and rewrites its KV with
@@ -393,7 +414,8 @@ absl::Status Session::Load(const uint8_t* data, size_t size) {
   expect.n_vocab = model_->hparams().n_vocab;
   expect.n_ctx = n_ctx_;
   expect.layout = &layout;
-  auto fresh = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_);
+  auto fresh =
+      std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_, model_->kv_window());
   SessionState state;
   LLM_RETURN_IF_ERROR(DeserializeSession(data, size, expect, &state, fresh.get()));
   Rng rng = rng_;

@@ -91,8 +91,12 @@ class Session : private StepClient {
     std::vector<float> logits;  // empty unless has_logits
     Rng rng{0};
   };
-  Checkpoint MakeCheckpoint() const;   // may throw std::bad_alloc
+  // While a checkpoint is held, a sliding-window KV table keeps the blocks
+  // needed to roll back to it (KvBlockTable::SetPin): RollBack or
+  // EndCheckpoint ends that.
+  Checkpoint MakeCheckpoint();   // may throw std::bad_alloc
   void RollBack(Checkpoint& cp) noexcept;
+  void EndCheckpoint() noexcept;
 
   absl::Status SetSampler(const SamplerConfig& config);
   void SetSeed(uint64_t seed);
@@ -161,6 +165,7 @@ class Session : private StepClient {
   // and swaps them in when the step's last chunk commits, so the previous
   // logits are still there to swap back (logits_swapped_).
   size_t history_at_call_ = 0;
+  int64_t checkpoint_pin_ = -1;  // a held Checkpoint's n_tokens, or -1
   bool logits_valid_at_call_ = false;
   Rng rng_at_call_{0};
   bool logits_swapped_ = false;

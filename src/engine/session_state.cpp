@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -137,7 +138,13 @@ absl::Status SaveKvRows(const KvBlockTable& kv, const KvLayout& layout, int64_t 
   const int64_t bt = kv.block_tokens();
   std::vector<uint8_t> block(layout.block_bytes());
   for (int64_t first = 0; first < n; first += bt) {
-    LLM_RETURN_IF_ERROR(kv.ReadBlock(static_cast<size_t>(first / bt), block.data()));
+    // A block a sliding-window table released (its positions are out of
+    // every future window): its rows are saved as zeros, never read back.
+    if (kv.blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) {
+      std::fill(block.begin(), block.end(), uint8_t{0});
+    } else {
+      LLM_RETURN_IF_ERROR(kv.ReadBlock(static_cast<size_t>(first / bt), block.data()));
+    }
     for (int64_t l = 0; l < layout.n_layer; ++l) {
       for (int64_t p = first; p < std::min(n, first + bt); ++p) {
         const size_t row = static_cast<size_t>(p - first) * row_bytes;
@@ -166,6 +173,8 @@ absl::Status LoadKvRows(const uint8_t* in, const KvLayout& layout, int64_t n, Kv
                   in + SerializedKvOffset(l, true, p, n, row_bytes), row_bytes, elem_bytes);
       }
     }
+    // PrepareRestore left the blocks a windowed table does not need released.
+    if (kv->blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) continue;
     LLM_RETURN_IF_ERROR(kv->WriteBlock(static_cast<size_t>(first / bt), block.data()));
   }
   return absl::OkStatus();
@@ -328,7 +337,7 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   //    K rows of positions 0..n-1, then its V rows.
   const int64_t n = static_cast<int64_t>(n_tokens);
   if (n > 0) {
-    LLM_RETURN_IF_ERROR(kv->PrepareWrite(0, n));
+    LLM_RETURN_IF_ERROR(kv->PrepareRestore(n));
     LLM_RETURN_IF_ERROR(LoadKvRows(kv_data, layout, n, kv));
     kv->Commit(tokens);
   }

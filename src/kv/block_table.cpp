@@ -18,11 +18,90 @@
 
 namespace llm {
 
-KvBlockTable::KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx)
-    : pool_(pool), type_(type), n_ctx_(n_ctx), block_tokens_(KvLayout::block_tokens(type)) {}
+KvBlockTable::KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx, int64_t window)
+    : pool_(pool),
+      type_(type),
+      n_ctx_(n_ctx),
+      block_tokens_(KvLayout::block_tokens(type)),
+      window_(std::max<int64_t>(window, 0)) {}
 
 KvBlockTable::~KvBlockTable() {
-  for (const int32_t b : blocks_) pool_->Release(b);
+  for (const int32_t b : blocks_) {
+    if (b != kReleased) pool_->Release(b);
+  }
+}
+
+int64_t KvBlockTable::blocks_held() const {
+  return static_cast<int64_t>(blocks_.size()) -
+         std::count(blocks_.begin(), blocks_.end(), kReleased);
+}
+
+bool KvBlockTable::NeededFor(size_t i, int64_t end) const {
+  // Block i holds [i * bt, (i + 1) * bt); the window before end is
+  // [end - window, end).
+  const int64_t lo = std::max<int64_t>(0, end - window_);
+  const int64_t first = static_cast<int64_t>(i) * block_tokens_;
+  return first < end && first + block_tokens_ > lo;
+}
+
+void KvBlockTable::ReleaseOutOfWindow() {
+  if (window_ <= 0) return;
+  // Blocks from the one holding position n_positions_ on are being written
+  // (or prepared for it): never released.
+  const size_t limit =
+      std::min(blocks_.size(), static_cast<size_t>(n_positions_ / block_tokens_));
+  const int64_t pin = std::min(pin_, n_positions_);
+  for (size_t i = 0; i < limit; ++i) {
+    if (blocks_[i] == kReleased || NeededFor(i, n_positions_)) continue;
+    if (pin >= 0 && NeededFor(i, pin)) continue;
+    pool_->Release(blocks_[i]);  // registered: stays cached for prefix reuse
+    blocks_[i] = kReleased;
+  }
+}
+
+void KvBlockTable::SetPin(int64_t pin) {
+  pin_ = pin < 0 ? -1 : pin;
+  ReleaseOutOfWindow();
+}
+
+bool KvBlockTable::CanResumeAt(int64_t n) const {
+  if (n < 0 || n > n_positions_) return false;
+  if (window_ <= 0) return true;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i] == kReleased && NeededFor(i, n)) return false;
+  }
+  return true;
+}
+
+absl::Status KvBlockTable::PrepareRestore(int64_t n) {
+  if (n_positions_ != 0 || !blocks_.empty()) {
+    return Error(LLM_ERR_INTERNAL, "KV restore into a table that is not empty");
+  }
+  if (n > n_ctx_) {
+    return Errorf(LLM_ERR_CONTEXT_FULL, "restoring %d positions exceeds the context of %d", n,
+                  n_ctx_);
+  }
+  if (window_ <= 0 || n <= 0) return PrepareWrite(0, n);
+  const size_t n_blocks = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
+  try {
+    blocks_.reserve(n_blocks);
+    full_hashes_.reserve(n_blocks);
+  } catch (const std::bad_alloc&) {
+    return Error(LLM_ERR_OUT_OF_MEMORY, "out of memory growing a KV block table");
+  }
+  for (size_t i = 0; i < n_blocks; ++i) {
+    if (!NeededFor(i, n) && static_cast<int64_t>(i) < n / block_tokens_) {
+      blocks_.push_back(kReleased);
+      continue;
+    }
+    absl::StatusOr<int32_t> b = pool_->Allocate();
+    if (!b.ok()) {
+      Truncate(0);  // releases what was allocated: the table is empty again
+      return b.status();
+    }
+    blocks_.push_back(*b);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
@@ -92,14 +171,14 @@ size_t KvBlockTable::row_bytes() const {
 }
 
 absl::Status KvBlockTable::ReadBlock(size_t i, uint8_t* host) const {
-  if (i >= blocks_.size()) {
+  if (i >= blocks_.size() || blocks_[i] == kReleased) {
     return Errorf(LLM_ERR_INTERNAL, "KV block %d read, the table has %d", i, blocks_.size());
   }
   return pool_->storage().ReadBlock(blocks_[i], host);
 }
 
 absl::Status KvBlockTable::WriteBlock(size_t i, const uint8_t* host) {
-  if (i >= blocks_.size() || pool_->RefCount(blocks_[i]) != 1) {
+  if (i >= blocks_.size() || blocks_[i] == kReleased || pool_->RefCount(blocks_[i]) != 1) {
     return Errorf(LLM_ERR_INTERNAL, "KV block %d written while not prepared for writing", i);
   }
   return pool_->storage().WriteBlock(blocks_[i], host);
@@ -123,8 +202,10 @@ void KvBlockTable::Commit(absl::Span<const int32_t> tokens) {
       return;  // registration is best effort; a later Commit continues here
     }
     full_hashes_.push_back(key.Hash());  // capacity reserved by PrepareWrite
-    pool_->Register(blocks_[i], std::move(key));
+    // A block restored as released (PrepareRestore) has no KV to share.
+    if (blocks_[i] != kReleased) pool_->Register(blocks_[i], std::move(key));
   }
+  ReleaseOutOfWindow();
 }
 
 int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64_t max_positions) {
@@ -153,7 +234,9 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
     if (!trimmed) {
       // Blocks past the valid positions (prepared, never committed) hold
       // nothing of value: drop them, so adopted blocks append in order.
-      for (size_t i = index; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
+      for (size_t i = index; i < blocks_.size(); ++i) {
+        if (blocks_[i] != kReleased) pool_->Release(blocks_[i]);
+      }
       blocks_.resize(index);
       trimmed = true;
     }
@@ -171,13 +254,18 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
     full_hashes_.push_back(hash);
     n_positions_ += block_tokens_;
   }
+  // A windowed table keeps only the adopted blocks a next query (or the
+  // pin) can read; the others go back to the pool's cache at once.
+  ReleaseOutOfWindow();
   return n_positions_;
 }
 
 void KvBlockTable::Truncate(int64_t n) {
   n = std::clamp<int64_t>(n, 0, n_positions_);
   const size_t keep = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
-  for (size_t i = keep; i < blocks_.size(); ++i) pool_->Release(blocks_[i]);
+  for (size_t i = keep; i < blocks_.size(); ++i) {
+    if (blocks_[i] != kReleased) pool_->Release(blocks_[i]);
+  }
   if (blocks_.size() > keep) blocks_.resize(keep);
   // A partly kept block loses its hash here; its pool registration stays
   // until PrepareWrite writes into it (its rows are still those of the key).
@@ -189,13 +277,15 @@ void KvBlockTable::Truncate(int64_t n) {
 std::unique_ptr<KvBlockTable> KvBlockTable::Fork() const {
   // Copies first (they may throw bad_alloc), retains last, so a failure
   // leaves no reference behind.
-  auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_);
+  auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_, window_);
   std::vector<int32_t> blocks = blocks_;
   std::vector<uint64_t> hashes;
   // Capacity for a hash per block, as Commit expects.
   hashes.reserve(std::max(blocks.size(), full_hashes_.size()));
   hashes.assign(full_hashes_.begin(), full_hashes_.end());
-  for (const int32_t b : blocks) pool_->Retain(b);
+  for (const int32_t b : blocks) {
+    if (b != kReleased) pool_->Retain(b);
+  }
   child->blocks_ = std::move(blocks);
   child->full_hashes_ = std::move(hashes);
   child->n_positions_ = n_positions_;

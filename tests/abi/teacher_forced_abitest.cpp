@@ -337,8 +337,9 @@ struct Case {
   const char *golden;     // tests/data/golden/<golden>.teacher.bin.gz
   const char *tiny_type;  // nullptr: the real model (DefaultModelPath) or arch_model
   int32_t kv_type;
+  const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
   // tests/data/arch/<arch_model>.gguf (tools/make_arch_models.py), or nullptr.
-  const char *arch_model;
+  const char *arch_model = nullptr;
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -397,6 +398,7 @@ std::string ModelPathFor(const Case &c) {
   if (c.arch_model != nullptr) {
     return llm_abi_test::TestDataPath(std::string("arch/") + c.arch_model + ".gguf");
   }
+  if (c.tiny_file != nullptr) return llm_abi_test::TinyModelDir() + "/" + c.tiny_file;
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
 }
@@ -639,11 +641,12 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 // outside the top in ascending order with values at most the top's smallest,
 // and log_sum_exp is at least the log-sum-exp of the stored entries.
 TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
-  const char *names[] = {"smollm2",         "smollm2-kvf32",   "tiny-llama-F16",
-                         "tiny-llama-BF16", "tiny-llama-Q8_0", "tiny-llama-Q4_0",
-                         "tiny-llama-Q4_K", "tiny-llama-Q6_K", "tiny-llama3",
-                         "tiny-llama-linear", "tiny-qwen2",      "tiny-qwen3",
-                         "tiny-phi3",       "tiny-gemma2",     "tiny-gemma3"};
+  const char *names[] = {"smollm2",         "smollm2-kvf32",     "tiny-llama-F16",
+                         "tiny-llama-BF16", "tiny-llama-Q8_0",   "tiny-llama-Q4_0",
+                         "tiny-llama-Q4_K", "tiny-llama-Q6_K",   "tiny-mistral-swa-F16",
+                         "tiny-llama3",     "tiny-llama-linear", "tiny-qwen2",
+                         "tiny-qwen3",      "tiny-phi3",         "tiny-gemma2",
+                         "tiny-gemma3"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -655,12 +658,17 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
     const bool smollm2 = std::string(name).rfind("smollm2", 0) == 0;
     EXPECT_EQ(g.version, smollm2 ? kVersionCompact : kVersionFull) << path;
     // The F32-KV golden is a smaller companion (8 prompts) of the main one;
-    // the architecture models' goldens (not tiny-llama-<type>) are 10
-    // prompts of 12 positions, to fit the repository's size budget.
+    // the sliding-window golden has 10 long prompts (1 to 230 tokens); the
+    // architecture models' goldens are 10 prompts of 12 positions, to fit
+    // the repository's size budget.
     const std::string n(name);
-    const bool arch_model = n.rfind("tiny-llama-", 0) != 0 && n.rfind("tiny-", 0) == 0;
-    const bool arch = arch_model || n == "tiny-llama-linear";
-    EXPECT_GE(g.prompts.size(), n == "smollm2-kvf32" ? 8u : arch ? 10u : 20u) << path;
+    const bool arch = n == "tiny-llama3" || n == "tiny-llama-linear" || n == "tiny-qwen2" ||
+                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-gemma2" ||
+                      n == "tiny-gemma3";
+    EXPECT_GE(g.prompts.size(), n == "smollm2-kvf32"                    ? 8u
+                                : (n == "tiny-mistral-swa-F16" || arch) ? 10u
+                                                                        : 20u)
+        << path;
     EXPECT_EQ(g.n_cont, arch ? 12u : 32u) << path;
     const size_t n_stored = g.n_stored();
     const double scale = 1.0 / g.inv_scale;
@@ -707,29 +715,29 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SmolLM2, TeacherForcedTest,
-                         // Each KV type against a reference run with the same KV type:
-                         // this model amplifies a single f16 rounding into ~0.2 mean logit
-                         // change, so an F16-KV reference cannot judge an F32-KV run.
-                         ::testing::Values(Case{"SmolLM2_KvF32", "smollm2-kvf32", nullptr, LLM_KV_F32, nullptr},
-                                           Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16, nullptr}),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    SmolLM2, TeacherForcedTest,
+    // Each KV type against a reference run with the same KV type:
+    // this model amplifies a single f16 rounding into ~0.2 mean logit
+    // change, so an F16-KV reference cannot judge an F32-KV run.
+    ::testing::Values(Case{"SmolLM2_KvF32", "smollm2-kvf32", nullptr, LLM_KV_F32, nullptr},
+                      Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16, nullptr}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 // One small random-weight model per architecture family in its real tensor
 // layout (tools/make_arch_models.py), each against llama.cpp with an F32
 // cache (tools/gen_teacher_goldens.py --kv-f32; docs/GOLDENS.md).
 INSTANTIATE_TEST_SUITE_P(
     Arch, TeacherForcedTest,
-    ::testing::Values(Case{"Llama3_RopeFreqs_Tied", "tiny-llama3", nullptr, LLM_KV_F32, "tiny-llama3"},
-                      Case{"Llama_LinearRope", "tiny-llama-linear", nullptr, LLM_KV_F32,
-                           "tiny-llama-linear"},
-                      Case{"Qwen2_Biases", "tiny-qwen2", nullptr, LLM_KV_F32, "tiny-qwen2"},
-                      Case{"Qwen3_QkNorm", "tiny-qwen3", nullptr, LLM_KV_F32, "tiny-qwen3"},
-                      Case{"Phi3_FusedLongRope", "tiny-phi3", nullptr, LLM_KV_F32, "tiny-phi3"},
-                      Case{"Gemma2", "tiny-gemma2", nullptr, LLM_KV_F32, "tiny-gemma2"},
-                      Case{"Gemma3", "tiny-gemma3", nullptr, LLM_KV_F32, "tiny-gemma3"}),
+    ::testing::Values(
+        Case{"Llama3_RopeFreqs_Tied", "tiny-llama3", nullptr, LLM_KV_F32, nullptr, "tiny-llama3"},
+        Case{"Llama_LinearRope", "tiny-llama-linear", nullptr, LLM_KV_F32, nullptr,
+             "tiny-llama-linear"},
+        Case{"Qwen2_Biases", "tiny-qwen2", nullptr, LLM_KV_F32, nullptr, "tiny-qwen2"},
+        Case{"Qwen3_QkNorm", "tiny-qwen3", nullptr, LLM_KV_F32, nullptr, "tiny-qwen3"},
+        Case{"Phi3_FusedLongRope", "tiny-phi3", nullptr, LLM_KV_F32, nullptr, "tiny-phi3"},
+        Case{"Gemma2", "tiny-gemma2", nullptr, LLM_KV_F32, nullptr, "tiny-gemma2"},
+        Case{"Gemma3", "tiny-gemma3", nullptr, LLM_KV_F32, nullptr, "tiny-gemma3"}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -741,5 +749,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32, nullptr},
                       Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32, nullptr}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+// Mistral-style sliding window (every layer sees the last 64 positions),
+// tools/make_mistral_swa.py; prompts of 1 to 230 tokens, so the
+// continuations reach position 261 (> 3 windows). The reference is llama.cpp
+// with the window applied to its KV cache (docs/GOLDENS.md): its llama
+// architecture ignores attention.sliding_window.
+INSTANTIATE_TEST_SUITE_P(SlidingWindow, TeacherForcedTest,
+                         ::testing::Values(Case{"Tiny_MistralSwa", "tiny-mistral-swa-F16", "F16",
+                                                LLM_KV_F32, "tiny-mistral-swa-F16.gguf"}),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace

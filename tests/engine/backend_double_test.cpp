@@ -28,11 +28,11 @@ using testing::PassRecord;
 using testing::RecordingBackend;
 using testing::SequenceRecord;
 
-std::string TinyModel() {
+std::string TinyModel(const char* file = "tiny-llama-Q8_0.gguf") {
   const char* dir = std::getenv("LLM_TINY_MODEL_DIR");
   const std::string d =
       (dir != nullptr && *dir != '\0') ? dir : std::string(LLM_TEST_DATA_DIR) + "/tiny";
-  return d + "/tiny-llama-Q8_0.gguf";
+  return d + "/" + file;
 }
 
 // n token ids, different for each salt from the first token on (so no
@@ -55,14 +55,14 @@ std::vector<std::string> OpNames(const PassRecord& p) {
 
 class BackendDoubleTest : public ::testing::Test {
  protected:
-  void Load(int64_t batch_tokens) {
+  void Load(int64_t batch_tokens, const std::string& model_path = TinyModel()) {
     if (log_ != nullptr) ExpectCleanLog();  // the previous model's
     log_ = std::make_shared<BackendLog>();
     ModelLoadOptions options;
     options.n_threads = 1;
     options.batch_tokens = batch_tokens;
     options.backend_factory = RecordingBackend::Factory(log_);
-    auto model = Model::LoadFile(TinyModel(), options);
+    auto model = Model::LoadFile(model_path, options);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *model;
     batch_tokens_ = batch_tokens;
@@ -579,12 +579,83 @@ TEST_F(BackendDoubleTest, OpsOfAPassComeInLlamaOrder) {
       }
       if (o.name == "Attention") {
         EXPECT_EQ(o.layer, attention_layer++);
+        EXPECT_EQ(o.window, 0);  // a llama without attention.sliding_window
       }
       if (o.name == "Linear" && linear_weights.size() < 4)
         linear_weights.push_back(o.weights.size());
     }
     // Q/K/V share an input, then the output projection, gate/up, down.
     EXPECT_EQ(linear_weights, (std::vector<size_t>{3, 1, 2, 1}));
+  }
+}
+
+// A Mistral-style model (every layer windowed to 64): each Attention gets
+// the window, and once positions fall out of it the passes hand the
+// released blocks as -1 (the double checks that no Attention would read one
+// and no StoreKv writes one).
+TEST_F(BackendDoubleTest, SlidingWindowPassesCarryTheWindowAndReleasedBlocks) {
+  ASSERT_NO_FATAL_FAILURE(Load(64, TinyModel("tiny-mistral-swa-F16.gguf")));
+  Session* s = NewSession();
+  ASSERT_TRUE(s->Prefill(Prompt(150, 5)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->Decode().ok());
+  const std::vector<PassRecord> passes = log_->Passes();
+  ASSERT_EQ(passes.size(), 6u);  // 64 + 64 + 22 prompt rows, 3 decodes
+  for (const PassRecord& p : passes) {
+    SCOPED_TRACE("pass " + std::to_string(p.index));
+    for (const OpRecord& o : p.ops) {
+      if (o.name == "Attention") {
+        EXPECT_EQ(o.window, 64);
+      }
+    }
+    ASSERT_EQ(p.sequences.size(), 1u);
+    const SequenceRecord& q = p.sequences[0];
+    // Released: the blocks wholly before [pos0 - 64, pos0) -- in the second
+    // prefill chunk (pos0 64) none yet; by the decodes (pos0 >= 150) blocks
+    // 0 .. 4 (positions < 80) at least.
+    int64_t released = 0;
+    for (const int32_t b : q.blocks) released += b == -1 ? 1 : 0;
+    if (q.pos0 <= 64) {
+      EXPECT_EQ(released, 0);
+    }
+    if (q.pos0 >= 150) {
+      EXPECT_GE(released, 5);
+    }
+    for (int64_t k = 0; k < static_cast<int64_t>(q.blocks.size()); ++k) {
+      if (q.blocks[k] == -1) {
+        EXPECT_LE((k + 1) * 16, q.pos0 - 64) << "block " << k;
+      }
+    }
+  }
+}
+
+// A generation's checkpoint pins the windowed table: after 100 decodes (far
+// past the window) a rollback returns to the checkpoint with the KV its
+// next step needs, and that step gives the logits a fork taken at the
+// checkpoint (same KV bytes) gives. Without the pin the rollback would land
+// in released blocks.
+TEST_F(BackendDoubleTest, SlidingWindowRollBackToACheckpointKeepsItsWindow) {
+  ASSERT_NO_FATAL_FAILURE(Load(64, TinyModel("tiny-mistral-swa-F16.gguf")));
+  Session* s = NewSession();
+  const std::vector<int32_t> prompt = Prompt(100, 9);
+  ASSERT_TRUE(s->Prefill(prompt).ok());
+  // The reference: a fork (the same KV bytes) that never goes further.
+  auto fork = s->Fork();
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  sessions_.push_back(std::move(*fork));
+  Session* ref = sessions_.back().get();
+  Session::Checkpoint cp = s->MakeCheckpoint();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(s->Decode().ok()) << "decode " << i;
+  s->RollBack(cp);
+  EXPECT_EQ(s->tokens().size(), prompt.size());
+  for (int i = 0; i < 3; ++i) {
+    auto a = s->Decode();
+    auto b = ref->Decode();
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(*a, *b);
+    const std::vector<float> la(s->logits().begin(), s->logits().end());
+    const std::vector<float> lb(ref->logits().begin(), ref->logits().end());
+    EXPECT_EQ(la, lb) << "step " << i;
   }
 }
 
