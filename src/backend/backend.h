@@ -93,13 +93,28 @@ struct PassDesc {
 
 // Rotary position embedding of a model (positions come from the pass):
 // the first rope_dims dims of each head rotate by
-// theta_i = pos * freq_base^(-2i / rope_dims); neox pairs (i, i + rope_dims/2)
-// instead of (2i, 2i + 1).
+// theta_i = freq_scale * pos * freq_base^(-2i / rope_dims) / factor_i, and
+// cos / sin are multiplied by attn_factor (ggml's rope_ext without YaRN
+// extrapolation); neox pairs (i, i + rope_dims/2) instead of (2i, 2i + 1).
+// factor_i comes from freq_factors, a vector of rope_dims/2 entries (Llama
+// 3's rope_freqs, Phi-3's LongRoPE factors), or is 1 when it is unset
+// (index -1). Linear rope scaling is freq_scale = 1 / factor.
 struct RopeSpec {
   int64_t head_dim = 0;
   int64_t rope_dims = 0;
   float freq_base = 10000.0f;
   bool neox = false;
+  float freq_scale = 1.0f;
+  float attn_factor = 1.0f;
+  WeightId freq_factors;  // [rope_dims / 2] or unset
+};
+
+// How Attention scores a query against a key: s = scale * (q . k), then,
+// with softcap > 0, s = softcap * tanh(s / softcap) (Gemma 2), before the
+// softmax. scale 0 means 1 / sqrt(head_dim).
+struct AttentionSpec {
+  float scale = 0.0f;
+  float softcap = 0.0f;
 };
 
 enum class DeviceKind { kAuto, kCpu, kCuda };
@@ -153,7 +168,8 @@ class Backend {
   // sequence's KV blocks at the row's position, for layer.
   virtual absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) = 0;
   // Causal attention of each sequence's new queries over its KV blocks
-  // (positions [0, pos0 + n_rows)) in layer. q, out: [rows][n_head * head_dim].
+  // (positions [0, pos0 + n_rows)) in layer, scored as spec says.
+  // q, out: [rows][n_head * head_dim].
   // window: the layer's attention window, 0 = full causal attention; with
   // window > 0 the query at position p sees only keys in (p - window, p]
   // (llama.cpp's LLAMA_SWA_TYPE_STANDARD mask: key p0 is hidden from query p1
@@ -161,11 +177,24 @@ class Backend {
   // pos0 + 1 - window are never read (a windowed block table releases them:
   // their ids may be -1).
   virtual absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
-                                 ActivationId out) = 0;
+                                 ActivationId out,
+                                 const AttentionSpec& spec = AttentionSpec()) = 0;
   // out = silu(gate) * up, elementwise; out may be gate or up.
   virtual absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) = 0;
+  // out = gelu(gate) * up, elementwise, gelu with the tanh approximation
+  // (ggml's GELU); out may be gate or up.
+  virtual absl::Status GeGlu(ActivationId gate, ActivationId up, ActivationId out) = 0;
   // x += y.
   virtual absl::Status Add(ActivationId x, ActivationId y) = 0;
+  // x[r] += bias for every row (Q/K/V biases).  x: [rows][bias.n_in]
+  virtual absl::Status AddBias(ActivationId x, WeightId bias) = 0;
+  // x *= factor (Gemma's embedding scale).  Any buffer, kLogitRows included.
+  virtual absl::Status Scale(ActivationId x, float factor) = 0;
+  // x = cap * tanh(x / cap), elementwise (final-logit soft-capping). cap > 0.
+  virtual absl::Status SoftCap(ActivationId x, float cap) = 0;
+  // RMSNorm of each head of each row, in place (Qwen 3 / Gemma 3 Q/K norms):
+  // x: [rows][n_heads * weight.n_in], every head normed with weight [head_dim].
+  virtual absl::Status HeadRmsNorm(ActivationId x, int64_t n_heads, WeightId weight, float eps) = 0;
   // For each logit row (the last row of each sequence that wants logits, in
   // sequence order): logits[i] = RmsNorm(x[row], norm, eps) · outputᵀ.
   // x: [rows][n_embd], logits: a kLogitRows buffer [logit rows][n_vocab].

@@ -1,11 +1,15 @@
-// The `llama` architecture's forward pass over a ragged batch: several
-// sequences (sessions), each with its own new tokens, start position and KV
-// cache, run through one pass so that every matrix product sees all their
-// rows at once. Written once against the backend interface
-// (backend/backend.h): the same code drives every device.
+// The decoder-only forward pass of every supported architecture (llama,
+// qwen2, qwen3, phi3, gemma2, gemma3: model/arch.h describes what differs)
+// over a ragged batch: several sequences (sessions), each with its own new
+// tokens, start position and KV cache, run through one pass so that every
+// matrix product sees all their rows at once. Written once against the
+// backend interface (backend/backend.h): the same code drives every device.
 //
-//   embeddings -> n_layer x [RMSNorm -> attention(KV) -> + -> RMSNorm -> SwiGLU FFN -> +]
-//   -> RMSNorm -> logits (only for the sequences that sample)
+//   embeddings [* sqrt(n_embd)]
+//   -> n_layer x [RMSNorm -> Q/K/V [+ bias] [-> per-head Q/K RMSNorm] -> RoPE
+//                -> attention(KV) -> out [-> RMSNorm] -> +
+//                 RMSNorm -> SwiGLU / GeGLU FFN [-> RMSNorm] -> +]
+//   -> RMSNorm -> logits [soft-capped] (only for the sequences that sample)
 #pragma once
 
 #include <cstdint>
@@ -36,9 +40,13 @@ struct ForwardScratch {
   std::vector<int32_t> tokens;  // [n_rows]
 };
 
+// Unset ids (index -1) are the tensors an architecture does not have.
 struct LlamaLayer {
-  WeightId attn_norm, ffn_norm;   // [n_embd]
-  WeightId wq, wk, wv, wo;        // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  WeightId attn_norm, ffn_norm;            // [n_embd]
+  WeightId attn_post_norm, ffn_post_norm;  // [n_embd] (Gemma)
+  WeightId wq, wk, wv, wo;  // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  WeightId bq, bk, bv;      // [q_dim], [kv_dim] x2 (Qwen 2)
+  WeightId q_norm, k_norm;  // [head_dim] (Qwen 3, Gemma 3)
   WeightId w_gate, w_up, w_down;  // [n_ff x n_embd] x2, [n_embd x n_ff]
 };
 
@@ -56,7 +64,9 @@ class LlamaModel {
  public:
   // Checks every tensor's presence, type and shape (LLM_ERR_BAD_MODEL
   // otherwise) and hands the weights to backend, which must outlive the
-  // model (gguf too: the CPU backend keeps pointers into it).
+  // model (gguf too: the CPU backend keeps pointers into it). A tensor the
+  // architecture's pass would not use (an unexpected bias, say) is
+  // LLM_ERR_UNSUPPORTED naming it, rather than silently ignored.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const GgufFile& gguf,
                                                             const LlamaHParams& hparams,
                                                             Backend& backend);
@@ -76,6 +86,7 @@ class LlamaModel {
   WeightId token_embd_;   // [n_vocab x n_embd]
   WeightId output_;       // [n_vocab x n_embd] (token_embd_ when tied)
   WeightId output_norm_;  // [n_embd]
+  WeightId rope_factors_;  // [rope_dims / 2]: rope_freqs (Llama 3) or rope_factors_short (Phi-3)
   std::vector<LlamaLayer> layers_;
   LlamaActivations act_;
 };

@@ -1255,6 +1255,44 @@ TEST(AbiCorruptModel, InconsistentModel) {
   }
 }
 
+// Each architecture's description decides which tensors must be there, and
+// a tensor no operation would read is refused by name rather than ignored.
+TEST(AbiCorruptModel, ArchitectureTensorsAndRopeScalingChecked) {
+  {  // Qwen 2 needs its Q/K/V biases.
+    TinyModelOptions o;
+    o.architecture = "qwen2";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_BAD_MODEL, {"blk.0.attn_q.bias"}));
+  }
+  {  // Qwen 3 needs its per-head Q/K norms.
+    TinyModelOptions o;
+    o.architecture = "qwen3";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_BAD_MODEL, {"attn_q_norm"}));
+  }
+  {  // Gemma 2 needs its post-norms.
+    TinyModelOptions o;
+    o.architecture = "gemma2";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_BAD_MODEL, {"post_attention_norm"}));
+  }
+  {  // An output bias the llama pass has no operation for.
+    TinyModelOptions o;
+    o.extra_tensor = "blk.1.attn_output.bias";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_UNSUPPORTED,
+                          {"blk.1.attn_output.bias", "llama"}));
+  }
+  {  // YaRN is not implemented; LongRoPE only for phi3.
+    TinyModelOptions o;
+    o.rope_scaling_type = "yarn";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_UNSUPPORTED, {"yarn"}));
+    o.rope_scaling_type = "longrope";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_UNSUPPORTED, {"longrope"}));
+  }
+  {  // The same tensors under an architecture name that the pass does not know.
+    TinyModelOptions o;
+    o.architecture = "mamba";
+    EXPECT_TRUE(LoadFails(BuildTinyModel(o).bytes, LLM_ERR_UNSUPPORTED, {"mamba", "qwen3"}));
+  }
+}
+
 TEST(AbiCorruptModel, MissingFileIsIo) {
   const std::string path = "/nonexistent-dir/llm-abi-missing.gguf";
   llm_model *m = Sentinel<llm_model>();

@@ -176,6 +176,8 @@ struct TinyModelOptions {
   std::string chat_template;     // "" = TinyChatTemplate() (ChatML)
   std::string drop_tensor;       // omit this tensor
   std::string bad_shape_tensor;  // give this tensor a wrong first dim (n_embd/2)
+  std::string extra_tensor;      // add this F32 vector of n_embd elements
+  std::string rope_scaling_type;  // write <arch>.rope.scaling.type when not empty
 };
 
 struct TinyVocab {
@@ -289,6 +291,7 @@ inline GgufImage BuildTinyModel(const TinyModelOptions &opt = TinyModelOptions()
   w.F32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   w.U32(a + ".rope.dimension_count", kTinyHeadDim);
   w.U32(a + ".vocab_size", TinyVocab::kVocab);
+  if (!opt.rope_scaling_type.empty()) w.Str(a + ".rope.scaling.type", opt.rope_scaling_type);
   w.Str("tokenizer.ggml.model", "gpt2");
   w.Str("tokenizer.ggml.pre", "smollm");
   std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -343,6 +346,7 @@ inline GgufImage BuildTinyModel(const TinyModelOptions &opt = TinyModelOptions()
     add(p + "ffn_up.weight", kGgmlQ4_1, E, F);
     add(p + "ffn_down.weight", kGgmlQ4_1, F, E);
   }
+  if (!opt.extra_tensor.empty()) add(opt.extra_tensor, kGgmlF32, E, 0);
   return w.Build();
 }
 

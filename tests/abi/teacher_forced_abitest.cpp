@@ -354,11 +354,13 @@ struct SessionDeleter {
 struct Case {
   const char *name;       // test name suffix
   const char *golden;     // tests/data/golden/<golden>.teacher.bin.gz
-  const char *tiny_type;  // nullptr: the real model (DefaultModelPath)
+  const char *tiny_type;  // nullptr: the real model (DefaultModelPath) or arch_model
   int32_t kv_type;
-  int exact_ctx = 0;       // > 0: logits bit-identical up to this context (see the header)
-  bool generated = false;  // tiny model made by tools/make_quant_tiny_models.py
+  int exact_ctx = 0;                // > 0: logits bit-identical up to this context (see the header)
+  bool generated = false;           // tiny model made by tools/make_quant_tiny_models.py
   const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
+  // tests/data/arch/<arch_model>.gguf (tools/make_arch_models.py), or nullptr.
+  const char *arch_model = nullptr;
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -424,6 +426,9 @@ std::string GeneratedModelDir() {
 
 std::string ModelPathFor(const Case &c) {
   if (c.generated) return GeneratedModelDir() + "/tiny-llama-" + c.tiny_type + ".gguf";
+  if (c.arch_model != nullptr) {
+    return llm_abi_test::TestDataPath(std::string("arch/") + c.arch_model + ".gguf");
+  }
   if (c.tiny_file != nullptr) return llm_abi_test::TinyModelDir() + "/" + c.tiny_file;
   return c.tiny_type == nullptr ? llm_abi_test::DefaultModelPath()
                                 : llm_abi_test::TinyModelPath(c.tiny_type);
@@ -501,8 +506,8 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   double sum_lse = 0.0, max_lse = 0.0;
   // Exact cases: positions checked for bit-identity, and the largest |diff|
   // among them. Only where the CPU is of the reference machine's class.
-  const bool check_exact = c.exact_ctx > 0 && __builtin_cpu_supports("avx512f") &&
-                           __builtin_cpu_supports("avx512vnni");
+  const bool check_exact =
+      c.exact_ctx > 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
   size_t n_exact_pos = 0;
   double max_exact = 0.0;
   size_t max_lse_prompt = 0, max_lse_pos = 0;
@@ -688,14 +693,14 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   if (check_exact) {
     // Bit-identical logits differ from the stored ones by the rounding only.
     const double limit = 0.5 / g.inv_scale + 1e-6;
-    std::printf("[ %s ] bit-identical check: %zu positions with context <= %d, max |diff| %.8f "
-                "(rounding %.8f, limit %.8f)\n",
-                c.name, n_exact_pos, c.exact_ctx, max_exact, 0.5 / g.inv_scale, limit);
+    std::printf(
+        "[ %s ] bit-identical check: %zu positions with context <= %d, max |diff| %.8f "
+        "(rounding %.8f, limit %.8f)\n",
+        c.name, n_exact_pos, c.exact_ctx, max_exact, 0.5 / g.inv_scale, limit);
     EXPECT_GT(n_exact_pos, 0u);
-    EXPECT_LE(max_exact, limit)
-        << "this type must reproduce llama.cpp's logits bit for bit";
+    EXPECT_LE(max_exact, limit) << "this type must reproduce llama.cpp's logits bit for bit";
   }
-  if (c.tiny_type != nullptr) {
+  if (c.tiny_type != nullptr || c.arch_model != nullptr) {
     EXPECT_LE(mean_abs, kTinyMeanRelStd * ref_std) << "relative to the reference logit spread";
     EXPECT_LE(max_abs, kTinyMaxRelStd * ref_std) << "relative to the reference logit spread";
   }
@@ -710,12 +715,13 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
 // outside the top in ascending order with values at most the top's smallest,
 // and log_sum_exp is at least the log-sum-exp of the stored entries.
 TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
-  const char *names[] = {"smollm2",           "smollm2-kvf32",     "tiny-llama-F16",
-                         "tiny-llama-BF16",   "tiny-llama-Q8_0",   "tiny-llama-Q4_0",
-                         "tiny-llama-Q4_K",   "tiny-llama-Q6_K",   "tiny-llama-Q2_K",
-                         "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
-                         "tiny-llama-Q5_1",   "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS",
-                         "tiny-mistral-swa-F16"};
+  const char *names[] = {
+      "smollm2",         "smollm2-kvf32",     "tiny-llama-F16",    "tiny-llama-BF16",
+      "tiny-llama-Q8_0", "tiny-llama-Q4_0",   "tiny-llama-Q4_K",   "tiny-llama-Q6_K",
+      "tiny-llama-Q2_K", "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
+      "tiny-llama-Q5_1", "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-mistral-swa-F16",
+      "tiny-llama3",     "tiny-llama-linear", "tiny-qwen2",        "tiny-qwen3",
+      "tiny-phi3",       "tiny-gemma2",       "tiny-gemma3"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -728,13 +734,20 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
     EXPECT_EQ(g.version, smollm2 ? kVersionCompact : kVersionFull) << path;
     // The F32-KV golden is a smaller companion (8 prompts) of the main one;
     // the generated-model goldens hold 6 prompts (repository size); the
-    // sliding-window golden has 10 long prompts (1 to 230 tokens).
+    // sliding-window golden has 10 long prompts (1 to 230 tokens); the
+    // architecture models' goldens are 10 prompts of 12 positions.
     const std::string n(name);
     const bool small = n == "smollm2-kvf32" || n.find("Q5") != std::string::npos ||
                        n.find("Q2_K") != std::string::npos || n.find("Q3_K") != std::string::npos ||
                        n.find("IQ4") != std::string::npos;
-    EXPECT_GE(g.prompts.size(), small ? 6u : n == "tiny-mistral-swa-F16" ? 10u : 20u) << path;
-    EXPECT_EQ(g.n_cont, 32u) << path;
+    const bool arch = n == "tiny-llama3" || n == "tiny-llama-linear" || n == "tiny-qwen2" ||
+                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-gemma2" ||
+                      n == "tiny-gemma3";
+    EXPECT_GE(g.prompts.size(), small                                   ? 6u
+                                : (n == "tiny-mistral-swa-F16" || arch) ? 10u
+                                                                        : 20u)
+        << path;
+    EXPECT_EQ(g.n_cont, arch ? 12u : 32u) << path;
     const size_t n_stored = g.n_stored();
     const double scale = 1.0 / g.inv_scale;
     for (const GoldenPrompt &p : g.prompts) {
@@ -780,15 +793,32 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SmolLM2, TeacherForcedTest,
-                         // Each KV type against a reference run with the same KV type:
-                         // this model amplifies a single f16 rounding into ~0.2 mean logit
-                         // change, so an F16-KV reference cannot judge an F32-KV run.
-                         ::testing::Values(Case{"SmolLM2_KvF32", "smollm2-kvf32", nullptr, LLM_KV_F32},
-                                           Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    SmolLM2, TeacherForcedTest,
+    // Each KV type against a reference run with the same KV type:
+    // this model amplifies a single f16 rounding into ~0.2 mean logit
+    // change, so an F16-KV reference cannot judge an F32-KV run.
+    ::testing::Values(Case{"SmolLM2_KvF32", "smollm2-kvf32", nullptr, LLM_KV_F32},
+                      Case{"SmolLM2_KvF16", "smollm2", nullptr, LLM_KV_F16}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+
+// One small random-weight model per architecture family in its real tensor
+// layout (tools/make_arch_models.py), each against llama.cpp with an F32
+// cache (tools/gen_teacher_goldens.py --kv-f32; docs/GOLDENS.md).
+INSTANTIATE_TEST_SUITE_P(
+    Arch, TeacherForcedTest,
+    ::testing::Values(
+        Case{"Llama3_RopeFreqs_Tied", "tiny-llama3", nullptr, LLM_KV_F32, 0, false, nullptr,
+             "tiny-llama3"},
+        Case{"Llama_LinearRope", "tiny-llama-linear", nullptr, LLM_KV_F32, 0, false, nullptr,
+             "tiny-llama-linear"},
+        Case{"Qwen2_Biases", "tiny-qwen2", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-qwen2"},
+        Case{"Qwen3_QkNorm", "tiny-qwen3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-qwen3"},
+        Case{"Phi3_FusedLongRope", "tiny-phi3", nullptr, LLM_KV_F32, 0, false, nullptr,
+             "tiny-phi3"},
+        Case{"Gemma2", "tiny-gemma2", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma2"},
+        Case{"Gemma3", "tiny-gemma3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma3"}),
+    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Tiny, TeacherForcedTest,
@@ -804,7 +834,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_Q5_0", "tiny-llama-Q5_0", "Q5_0", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_Q5_1", "tiny-llama-Q5_1", "Q5_1", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_IQ4_NL", "tiny-llama-IQ4_NL", "IQ4_NL", LLM_KV_F32, kAllCtx, true},
-                      Case{"Tiny_IQ4_XS", "tiny-llama-IQ4_XS", "IQ4_XS", LLM_KV_F32, kQ8KExactCtx, true}),
+                      Case{"Tiny_IQ4_XS", "tiny-llama-IQ4_XS", "IQ4_XS", LLM_KV_F32, kQ8KExactCtx,
+                           true}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 // Mistral-style sliding window (every layer sees the last 64 positions),
@@ -812,10 +843,11 @@ INSTANTIATE_TEST_SUITE_P(
 // continuations reach position 261 (> 3 windows). The reference is llama.cpp
 // with the window applied to its KV cache (docs/GOLDENS.md): its llama
 // architecture ignores attention.sliding_window.
-INSTANTIATE_TEST_SUITE_P(
-    SlidingWindow, TeacherForcedTest,
-    ::testing::Values(Case{"Tiny_MistralSwa", "tiny-mistral-swa-F16", "F16", LLM_KV_F32, 0, false,
-                           "tiny-mistral-swa-F16.gguf"}),
-    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(SlidingWindow, TeacherForcedTest,
+                         ::testing::Values(Case{"Tiny_MistralSwa", "tiny-mistral-swa-F16", "F16",
+                                                LLM_KV_F32, 0, false, "tiny-mistral-swa-F16.gguf"}),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace

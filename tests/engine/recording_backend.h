@@ -434,22 +434,43 @@ class RecordingBackend : public Backend {
     return inner_->StoreKv(layer, k, v);
   }
   absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
-                         ActivationId out) override {
+                         ActivationId out, const AttentionSpec& spec) override {
     LLM_RETURN_IF_ERROR(Op("Attention", layer, {q, out}, {}));
     {
       std::lock_guard<std::mutex> lock(log_->mu_);
       log_->passes_.back().ops.back().window = window;
       LLM_RETURN_IF_ERROR(CheckWindowBlocks(window));
     }
-    return inner_->Attention(layer, n_head, window, q, out);
+    return inner_->Attention(layer, n_head, window, q, out, spec);
   }
   absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) override {
     LLM_RETURN_IF_ERROR(Op("SwiGlu", -1, {gate, up, out}, {}));
     return inner_->SwiGlu(gate, up, out);
   }
+  absl::Status GeGlu(ActivationId gate, ActivationId up, ActivationId out) override {
+    LLM_RETURN_IF_ERROR(Op("GeGlu", -1, {gate, up, out}, {}));
+    return inner_->GeGlu(gate, up, out);
+  }
   absl::Status Add(ActivationId x, ActivationId y) override {
     LLM_RETURN_IF_ERROR(Op("Add", -1, {x, y}, {}));
     return inner_->Add(x, y);
+  }
+  absl::Status AddBias(ActivationId x, WeightId bias) override {
+    LLM_RETURN_IF_ERROR(Op("AddBias", -1, {x}, {bias}));
+    return inner_->AddBias(x, bias);
+  }
+  // Scale and SoftCap may run on a kLogitRows buffer (the logits).
+  absl::Status Scale(ActivationId x, float factor) override {
+    LLM_RETURN_IF_ERROR(OpOnAnyRows("Scale", x));
+    return inner_->Scale(x, factor);
+  }
+  absl::Status SoftCap(ActivationId x, float cap) override {
+    LLM_RETURN_IF_ERROR(OpOnAnyRows("SoftCap", x));
+    return inner_->SoftCap(x, cap);
+  }
+  absl::Status HeadRmsNorm(ActivationId x, int64_t n_heads, WeightId weight, float eps) override {
+    LLM_RETURN_IF_ERROR(Op("HeadRmsNorm", -1, {x}, {weight}));
+    return inner_->HeadRmsNorm(x, n_heads, weight, eps);
   }
   absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
                       ActivationId logits) override {
@@ -524,6 +545,18 @@ class RecordingBackend : public Backend {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Op for an operation whose buffer may have token or logit rows.
+  absl::Status OpOnAnyRows(const char* name, ActivationId x) {
+    bool logit_rows = false;
+    {
+      std::lock_guard<std::mutex> lock(log_->mu_);
+      logit_rows = x.index >= 0 && static_cast<size_t>(x.index) < activations_.size() &&
+                   activations_[x.index].rows == ActivationRows::kLogitRows;
+    }
+    if (logit_rows) return Op(name, -1, {}, {}, x);
+    return Op(name, -1, {x}, {});
   }
 
   // Appends op to the current pass, checking that a pass runs on this

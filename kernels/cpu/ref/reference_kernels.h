@@ -22,6 +22,15 @@ void RefRmsNorm(const double* x, const double* weight, int64_t n, double eps, do
 void RefRope(double* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
              double freq_base, bool neox);
 
+// RefRope with rope_ext scaling: theta_i = freq_scale * pos * base^(-2i/d) /
+// factors[i] (factors may be null: 1), rotation scaled by attn_factor.
+void RefRopeScaled(double* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t pos,
+                   double freq_base, bool neox, double freq_scale, const double* factors,
+                   double attn_factor);
+
+// out[i] = gelu(gate[i]) * up[i], gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void RefGeGlu(const double* gate, const double* up, int64_t n, double* out);
+
 // out[i] = gate[i] / (1 + exp(-gate[i])) * up[i].
 void RefSwiGlu(const double* gate, const double* up, int64_t n, double* out);
 
@@ -38,6 +47,13 @@ void RefSoftmax(double* x, int64_t n);
 void RefAttention(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, const double* k,
                   const double* v, int64_t n_head_kv, int64_t head_dim, double* out,
                   double* abs_out, int64_t window = 0);
+
+// RefAttention with a score scale (0: 1 / sqrt(head_dim)), soft-capping
+// (softcap > 0: s = softcap * tanh(s / softcap)) and a sliding window
+// (window > 0: query at position p sees [p - window + 1, p]).
+void RefAttentionSpec(const double* q, int64_t n_q, int64_t n_head, int64_t pos0, const double* k,
+                      const double* v, int64_t n_head_kv, int64_t head_dim, double scale,
+                      double softcap, int64_t window, double* out);
 
 }  // namespace ref
 }  // namespace llm

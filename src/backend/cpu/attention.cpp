@@ -46,9 +46,10 @@ inline float RoundF16(float x) { return F16ToF32(F32ToF16(x)); }
 // to f16 first; products accumulate in f32, the softmax sum in double, and
 // the probabilities are exp(s - max) * (float)(1 / sum) (ggml_vec_scale_f32).
 // With an f32 cache q and the weights stay f32 and the normalization is
-// applied to the output instead.
-void AttendOne(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
-               float* scores, float* acc, float* out) {
+// applied to the output instead. softcap > 0 (Gemma 2) caps each score as
+// ggml does: s = softcap * tanhf(s / softcap) after the scale.
+void AttendCapped(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
+                  float softcap, float* scores, float* acc, float* out) {
   const int64_t hd = kv.head_dim;
   const size_t head_off = static_cast<size_t>(g * hd);
   if (kv.f16) {  // acc holds the f16-rounded query until the V pass
@@ -58,6 +59,7 @@ void AttendOne(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv,
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv; ++p) {
     scores[p] = DotQK(qh, kv.k[p], kv.f16, head_off, hd) * scale;
+    if (softcap > 0.0f) scores[p] = softcap * std::tanh(scores[p] / softcap);
     mx = std::max(mx, scores[p]);
   }
   double sum = 0.0;
@@ -87,6 +89,11 @@ void AttendOne(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv,
   }
 }
 
+void AttendOne(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, float scale,
+               float* scores, float* acc, float* out) {
+  AttendCapped(qh, n_kv, g, kv, scale, 0.0f, scores, acc, out);
+}
+
 }  // namespace
 
 namespace attn {
@@ -107,7 +114,8 @@ struct ResolvedJob {
   int64_t first_pos;       // the first position any query of the job sees
   int64_t heads_per_task;  // 1, or n_head / n_head_kv with attend_heads
   int64_t first_task;      // tasks first_task .. + n_q * n_head / heads_per_task - 1
-  float scale;             // 1 / sqrt(head_dim)
+  float scale;             // the job's, or 1 / sqrt(head_dim)
+  float softcap;           // > 0: every task runs AttendCapped
 };
 
 absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
@@ -204,7 +212,15 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     LLM_RETURN_IF_ERROR(
         ResolveRows(j.kv, first, first + n_pos, rows.data() + row, rows.data() + row + n_pos));
     r.first_task = n_tasks;
-    r.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(j.kv.head_dim)));
+    r.scale = j.scale > 0.0f
+                  ? j.scale
+                  : static_cast<float>(1.0 / std::sqrt(static_cast<double>(j.kv.head_dim)));
+    r.softcap = j.softcap;
+    if (r.softcap > 0.0f) {  // only the scalar kernel caps its scores
+      r.attend = nullptr;
+      r.attend_heads = nullptr;
+      r.heads_per_task = 1;
+    }
     resolved.push_back(r);
     row += 2 * n_pos;
     n_tasks += j.n_q * n_head / r.heads_per_task;
@@ -239,7 +255,10 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       attn::KvRows rows = r.rows;
       rows.k += first - r.first_pos;
       rows.v += first - r.first_pos;
-      if (r.attend_heads != nullptr) {
+      if (r.softcap > 0.0f) {
+        AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(),
+                     acc.data(), j.out + at);
+      } else if (r.attend_heads != nullptr) {
         r.attend_heads(j.q + at, r.heads_per_task, n_kv, h / group, rows, r.scale, scores.data(),
                        acc.data(), j.out + at);
       } else {

@@ -80,6 +80,8 @@ struct AttentionJob {
   KvView kv;
   float* out = nullptr;
   int64_t window = 0;  // 0: full causal attention; > 0: keys (p - window, p]
+  float scale = 0.0f;  // score scale; 0: 1 / sqrt(head_dim)
+  float softcap = 0.0f;  // > 0: s = softcap * tanh(s / softcap) (Gemma 2; scalar kernel)
 };
 
 // Attention for several sequences (a batcher's pass) with one parallel loop

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -142,6 +143,16 @@ const CpuBackend::WeightRecord* CpuBackend::FindWeight(WeightId id, absl::Status
   return &weights_[id.index];
 }
 
+const float* CpuBackend::FindVector(WeightId id, int64_t n, absl::Status* status) const {
+  const WeightRecord* w = FindWeight(id, status);
+  if (w == nullptr) return nullptr;
+  if (static_cast<int64_t>(w->vector.size()) != n || n <= 0) {
+    *status = Errorf(LLM_ERR_INTERNAL, "weight %d is not a vector of %d elements", id.index, n);
+    return nullptr;
+  }
+  return w->vector.data();
+}
+
 // ---- a pass -----------------------------------------------------------------
 
 absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
@@ -223,20 +234,35 @@ absl::Status CpuBackend::Rope(ActivationId x_id, int64_t n_heads, const RopeSpec
   float* x = Act(x_id, n_heads * rope.head_dim, &st);
   if (x == nullptr) return st;
   const int64_t n_pairs = RopePairs(rope.head_dim, rope.rope_dims);
-  const bool same_spec = rope.head_dim == rope_spec_.head_dim &&
-                         rope.rope_dims == rope_spec_.rope_dims &&
-                         rope.freq_base == rope_spec_.freq_base;
+  const float* factors = nullptr;  // [n_pairs] frequency factors, or none
+  if (rope.freq_factors.index >= 0) {
+    factors = FindVector(rope.freq_factors, n_pairs, &st);
+    if (factors == nullptr) return st;
+  }
+  const bool same_spec =
+      rope.head_dim == rope_spec_.head_dim && rope.rope_dims == rope_spec_.rope_dims &&
+      rope.freq_base == rope_spec_.freq_base && rope.freq_scale == rope_spec_.freq_scale &&
+      rope.attn_factor == rope_spec_.attn_factor &&
+      rope.freq_factors.index == rope_spec_.freq_factors.index;
   if (!rope_ready_ || !same_spec) {
-    // The angles of each row's position, shared by every layer's Q and K:
+    // The angles of each row's position, shared by every layer's Q and K
+    // (per spec: Gemma 3's local and global layers differ):
     // rope_cos_ / rope_sin_ [n_rows][n_pairs].
     LLM_RETURN_IF_ERROR(Guarded("RoPE angles", [&] {
       rope_cos_.resize(static_cast<size_t>(n_rows_ * n_pairs));
       rope_sin_.resize(static_cast<size_t>(n_rows_ * n_pairs));
       return absl::OkStatus();
     }));
+    const bool plain = factors == nullptr && rope.freq_scale == 1.0f && rope.attn_factor == 1.0f;
     for (int64_t r = 0; r < n_rows_; ++r) {
-      RopeAngles(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base,
-                 rope_cos_.data() + r * n_pairs, rope_sin_.data() + r * n_pairs);
+      float* c = rope_cos_.data() + r * n_pairs;
+      float* sn = rope_sin_.data() + r * n_pairs;
+      if (plain) {
+        RopeAngles(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base, c, sn);
+      } else {
+        RopeAnglesScaled(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base,
+                         rope.freq_scale, factors, rope.attn_factor, c, sn);
+      }
     }
     rope_spec_ = rope;
     rope_ready_ = true;
@@ -314,7 +340,11 @@ absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId 
 }
 
 absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window,
-                                   ActivationId q_id, ActivationId out_id) {
+                                   ActivationId q_id, ActivationId out_id,
+                                   const AttentionSpec& spec) {
+  if (!(spec.scale >= 0.0f) || !(spec.softcap >= 0.0f)) {
+    return Errorf(LLM_ERR_INTERNAL, "attention scale %g / soft-cap %g", spec.scale, spec.softcap);
+  }
   const int64_t width = n_head * kv_layout_.head_dim;
   absl::Status st;
   const float* q = Act(q_id, width, &st);
@@ -339,6 +369,8 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window
       job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
       job.out = out + s.row0 * width;
       job.window = window;
+      job.scale = spec.scale;
+      job.softcap = spec.softcap;
       attention_jobs_.push_back(job);
     }
     // One parallel loop for every sequence's heads: a pass of 16 one-token
@@ -354,6 +386,60 @@ absl::Status CpuBackend::SwiGlu(ActivationId gate_id, ActivationId up_id, Activa
   float* out = up != nullptr ? Act(out_id, gate_id.width, &st) : nullptr;
   if (out == nullptr) return st;
   llm::SwiGlu(gate, up, n_rows_ * gate_id.width, out);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::GeGlu(ActivationId gate_id, ActivationId up_id, ActivationId out_id) {
+  absl::Status st;
+  const float* gate = Act(gate_id, gate_id.width, &st);
+  const float* up = gate != nullptr ? Act(up_id, gate_id.width, &st) : nullptr;
+  float* out = up != nullptr ? Act(out_id, gate_id.width, &st) : nullptr;
+  if (out == nullptr) return st;
+  llm::GeGlu(gate, up, n_rows_ * gate_id.width, out);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::AddBias(ActivationId x_id, WeightId bias_id) {
+  absl::Status st;
+  const float* bias = FindVector(bias_id, bias_id.n_in, &st);
+  float* x = bias != nullptr ? Act(x_id, bias_id.n_in, &st) : nullptr;
+  if (x == nullptr) return st;
+  const int64_t n = bias_id.n_in;
+  for (int64_t r = 0; r < n_rows_; ++r) {
+    for (int64_t i = 0; i < n; ++i) x[r * n + i] += bias[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Scale(ActivationId x_id, float factor) {
+  absl::Status st;
+  float* x = Act(x_id, x_id.width, &st);
+  if (x == nullptr) return st;
+  const int64_t n = ActRows(activations_[x_id.index]) * x_id.width;
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::SoftCap(ActivationId x_id, float cap) {
+  absl::Status st;
+  float* x = Act(x_id, x_id.width, &st);
+  if (x == nullptr) return st;
+  if (!(cap > 0.0f)) return Errorf(LLM_ERR_INTERNAL, "soft-cap %g is not positive", cap);
+  // As ggml: scale by 1 / cap, tanhf, scale by cap (three f32 roundings).
+  const float inv = 1.0f / cap;
+  const int64_t n = ActRows(activations_[x_id.index]) * x_id.width;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::HeadRmsNorm(ActivationId x_id, int64_t n_heads, WeightId weight_id,
+                                     float eps) {
+  absl::Status st;
+  const int64_t hd = weight_id.n_in;
+  const float* w = FindVector(weight_id, hd, &st);
+  float* x = w != nullptr && n_heads > 0 ? Act(x_id, n_heads * hd, &st) : nullptr;
+  if (x == nullptr) return st.ok() ? Error(LLM_ERR_INTERNAL, "HeadRmsNorm of no heads") : st;
+  for (int64_t r = 0; r < n_rows_ * n_heads; ++r) llm::RmsNorm(x + r * hd, w, hd, eps, x + r * hd);
   return absl::OkStatus();
 }
 

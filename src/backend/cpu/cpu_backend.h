@@ -45,9 +45,14 @@ class CpuBackend : public Backend {
                       absl::Span<const ActivationId> outs) override;
   absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) override;
   absl::Status Attention(int64_t layer, int64_t n_head, int64_t window, ActivationId q,
-                         ActivationId out) override;
+                         ActivationId out, const AttentionSpec& spec) override;
   absl::Status SwiGlu(ActivationId gate, ActivationId up, ActivationId out) override;
+  absl::Status GeGlu(ActivationId gate, ActivationId up, ActivationId out) override;
   absl::Status Add(ActivationId x, ActivationId y) override;
+  absl::Status AddBias(ActivationId x, WeightId bias) override;
+  absl::Status Scale(ActivationId x, float factor) override;
+  absl::Status SoftCap(ActivationId x, float cap) override;
+  absl::Status HeadRmsNorm(ActivationId x, int64_t n_heads, WeightId weight, float eps) override;
   absl::Status Logits(ActivationId x, WeightId norm, float eps, WeightId output,
                       ActivationId logits) override;
   absl::Status ReadActivation(ActivationId id, int64_t row, float* host) override;
@@ -63,6 +68,9 @@ class CpuBackend : public Backend {
     std::vector<float> data;  // [rows][width], grown by BeginPass
   };
 
+  // The f32 vector of a weight added by AddVector with n elements, or
+  // nullptr with *status set.
+  const float* FindVector(WeightId id, int64_t n, absl::Status* status) const;
   // nullptr (with *status set) when id is not a declared activation of width
   // `width` (0: any width).
   float* Act(ActivationId id, int64_t width, absl::Status* status);

@@ -46,6 +46,25 @@ void RopeAngles(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_bas
   }
 }
 
+// ggml_rope_cache_init + rope_yarn with ext_factor 0: the factor divides the
+// unscaled angle, freq_scale multiplies the result, attn_factor (mscale)
+// multiplies cos and sin.
+void RopeAnglesScaled(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_base,
+                      float freq_scale, const float* factors, float attn_factor, float* cos_out,
+                      float* sin_out) {
+  const int64_t half = RopePairs(head_dim, rope_dims);
+  if (half == 0) return;
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(2 * half));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < half; ++i) {
+    const float ff = factors != nullptr ? factors[i] : 1.0f;
+    const float t = freq_scale * (theta / ff);
+    cos_out[i] = std::cos(t) * attn_factor;
+    sin_out[i] = std::sin(t) * attn_factor;
+    theta *= theta_scale;
+  }
+}
+
 void RopeApply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos,
                const float* sin, bool neox) {
   const int64_t half = RopePairs(head_dim, rope_dims);
@@ -113,6 +132,26 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = i0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void GeGlu(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      // ggml's table entry for x's f16 value: gelu in f32, stored as f16.
+      const float xh = F16ToF32(F32ToF16(x));
+      const float gelu = 0.5f * xh * (1.0f + std::tanh(kSqrt2OverPi * xh * (1.0f + kCoefA * xh * xh)));
+      g = F16ToF32(F32ToF16(gelu));
+    }
+    out[i] = g * up[i];
   }
 }
 

@@ -33,6 +33,15 @@ void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
 int64_t RopePairs(int64_t head_dim, int64_t rope_dims);
 void RopeAngles(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_base, float* cos_out,
                 float* sin_out);
+// RopeAngles with ggml's rope_ext scaling (no YaRN extrapolation): theta_i as
+// above, divided by factors[i] (nullptr: 1; Llama 3 / LongRoPE frequency
+// factors), times freq_scale (linear scaling: 1 / factor), then
+// cos = cosf(theta) * attn_factor, sin = sinf(theta) * attn_factor. With
+// factors == nullptr, freq_scale == attn_factor == 1 it is RopeAngles bit for
+// bit.
+void RopeAnglesScaled(int64_t pos, int64_t head_dim, int64_t rope_dims, float freq_base,
+                      float freq_scale, const float* factors, float attn_factor, float* cos_out,
+                      float* sin_out);
 void RopeApply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos,
                const float* sin, bool neox);
 
@@ -44,6 +53,12 @@ void F32ToF16Row(const float* x, int64_t n, uint16_t* out);
 // ggml-cpu's exp (its ggml_v_expf polynomial on AVX-512, expf elsewhere), so
 // the results match llama.cpp's bit for bit. out may alias gate or up.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+
+// out[i] = gelu(gate[i]) * up[i] with ggml-cpu's GELU (tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) looked up at x rounded
+// to f16 and rounded to f16 itself, as its GGML_GELU_FP16 table does; 0 for
+// x <= -10, x for x >= 10). out may alias gate or up.
+void GeGlu(const float* gate, const float* up, int64_t n, float* out);
 
 // In-place softmax of one row of n >= 1 (max-subtracted, sum in double).
 void Softmax(float* x, int64_t n);

@@ -146,8 +146,12 @@ TEST_P(BackendContract, RopeUsesEachRowsPositionNormalAndNeox) {
       }
       SCOPED_TRACE("head_dim=" + std::to_string(c.head_dim) +
                    " rope_dims=" + std::to_string(c.rope_dims) + " pass " + std::to_string(pass_i));
-      const RopeSpec normal{c.head_dim, c.rope_dims, c.base, false};
-      const RopeSpec neox{c.head_dim, c.rope_dims, c.base, true};
+      RopeSpec normal;
+      normal.head_dim = c.head_dim;
+      normal.rope_dims = c.rope_dims;
+      normal.freq_base = c.base;
+      RopeSpec neox = normal;
+      neox.neox = true;
       const OwnedPass pass = MakePass(ss);
       ASSERT_TRUE(b().BeginPass(pass.desc()).ok());
       ASSERT_TRUE(b().Embed(a.table.id, a.act).ok());
