@@ -34,6 +34,8 @@ run_main() {
   ./scripts/build.sh
   check_deps "${BUILD_DIR:-build}"
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"
+  # The kernel tests again at every SIMD level the host has (LLM_CPU_ISA).
+  ./scripts/test_cpu_isa.sh "${BUILD_DIR:-build}"
 }
 
 for s in $stages; do
