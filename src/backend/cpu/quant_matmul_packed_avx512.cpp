@@ -131,15 +131,18 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
 }
 
 // W: the rows16 copy (packed_weight.h) of an n_out x n_in matrix; o_begin is
-// a multiple of 16 (QuantMatMul's tasks are whole groups). row_bytes is the
-// GGUF row size (a group is 16 of them). scratch: qmm::ScratchFloats floats.
+// a multiple of 16 (QuantMatMul's tasks are whole groups). row_bytes (the
+// GGUF rows', which may be padded) is not used: the copy is dense.
+// scratch: qmm::ScratchFloats floats.
 template <DType T>
-void PackedKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o_end,
                   const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
   const int64_t nb = a.n_blocks;
-  const size_t group_bytes = kGroupRows * row_bytes;
-  constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;  // rows16::Words(T)
+  constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;   // rows16::Words(T)
+  constexpr int kScales = T == DType::kQ4_1 ? 2 : 1;  // rows16::Scales(T)
   const size_t qs_bytes = static_cast<size_t>(nb) * kGroupRows * 4 * kWords;
+  // rows16::GroupBytes(T, nb)
+  const size_t group_bytes = qs_bytes + static_cast<size_t>(nb) * kGroupRows * 2 * kScales;
   Chunk c;
   c.acc_buf =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
