@@ -11,6 +11,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul.h"
 #include "core/dtype.h"
 #include "core/half.h"
@@ -74,6 +75,50 @@ BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
     ->Args({49152, 576, 1, 1})
     ->Args({49152, 576, 16, 1})
     ->Args({49152, 576, 1, 2})
+    ->UseRealTime();
+
+// BM_QuantMatMul with the weights repacked as the CPU backend does at load
+// on AVX-512 machines (backend/cpu/packed_weight.h; the same bits). Arg 4:
+// 1 = use the packed copy, 0 = the GGUF rows (the same run's baseline).
+void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const bool use_packed = state.range(4) != 0;
+  const std::vector<uint8_t> w = RandomQuantWeights(t, n_out, n_in);
+  std::vector<float> x(n_rows * n_in), y(n_rows * n_out);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  ThreadPool pool(threads);
+  const size_t rb = *RowBytes(t, n_in);
+  const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
+  QuantMatMulOutput out;
+  out.wtype = t;
+  out.W = w.data();
+  out.row_bytes = rb;
+  out.n_out = n_out;
+  out.y = y.data();
+  out.y_stride = static_cast<size_t>(n_out);
+  out.packed = use_packed ? packed.data.get() : nullptr;
+  for (auto _ : state) {
+    auto s = QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(w.size()));
+  state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (use_packed ? " packed" : ""));
+}
+// 1B shapes: ffn_up (8192 x 2048), one decode row and a 16-row pass, packed
+// and not, 1 and 2 threads; SmolLM2's tied Q8_0 output (49152 x 576).
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_0, DType::kQ4_0)
+    ->ArgsProduct({{8192}, {2048}, {1, 16}, {1, 2}, {0, 1}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
+    ->ArgsProduct({{8192}, {2048}, {1}, {1, 2}, {0, 1}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
+    ->ArgsProduct({{8192, 49152}, {2048}, {1}, {1, 2}, {0, 1}})
     ->UseRealTime();
 
 // Args: m, n, k, threads.

@@ -43,6 +43,8 @@ run_main() {
   # Python, C#, Rust and Go bindings against this build, and the
   # cross-language greedy-token agreement test (~4 min on 2 busy cores).
   ./scripts/test_bindings.sh "${BUILD_DIR:-build}"
+  # The kernel tests again at every SIMD level the host has (LLM_CPU_ISA).
+  ./scripts/test_cpu_isa.sh "${BUILD_DIR:-build}"
 }
 
 for s in $stages; do

@@ -1,28 +1,40 @@
 #!/usr/bin/env python3
-"""Generate a Llama-shaped GGUF of about 1B parameters with random weights,
-for throughput benchmarks at a realistic size (BENCHMARKS.md, "Concurrent
-sessions"). Its text is gibberish; only its shapes and bytes matter.
+"""Generate a Llama-shaped GGUF with random weights, for throughput
+benchmarks at realistic sizes (BENCHMARKS.md: "Concurrent sessions",
+"libllm against llama.cpp"). Its text is gibberish; only its shapes and
+bytes matter.
 
-Shape (TinyLlama-1.1B's): arch "llama", n_embd 2048, n_ff 8192, 16 layers,
-32 heads, 8 KV heads (GQA), head_dim 64, vocab 32000, context 2048, rope
-freq_base 10000, rms eps 1e-5, separate output.weight (not tied).
-Parameters: 1,104,218,112 (1,104,150,528 in the 2-D matrices, 67,584 in the
-norms); N_PARAMS below is checked against the tensors written. File: about
-621 MB (Q4_0 is 18 bytes per 32 weights).
+Shapes (--shape):
+  1b       TinyLlama-1.1B's (the default): n_embd 2048, n_ff 8192, 16 layers,
+           32 heads, 8 KV heads, head_dim 64, vocab 32000, rope base 10000,
+           separate output.weight. 1,104,218,112 parameters.
+  smollm2  SmolLM2-135M's: n_embd 576, n_ff 1536, 30 layers, 9 heads, 3 KV
+           heads, head_dim 64, vocab 49152, rope base 100000, output tied to
+           token_embd. 134,515,008 parameters.
+  3b       Llama-3.2-3B's: n_embd 3072, n_ff 8192, 28 layers, 24 heads, 8 KV
+           heads, head_dim 128, vocab 128256, rope base 500000, tied output.
+           3,212,749,824 parameters.
+All with rms eps 1e-5 and context 2048. The parameter count is checked
+against the tensors written.
 
-Weights: every 2-D matrix (token_embd and output included) in Q4_0, norms
-F32 = 1.0. Matrices ~ N(0, 0.02) from numpy's PCG64 seeded with SEED, so
-activations stay finite through 16 layers. Q4_0 bytes come from
-gguf.quants.quantize (ggml's quantize_row_q4_0_ref in numpy, vectorised: the
-whole file takes well under a minute, so no own encoder is needed); the first
-matrix is dequantized again and its error bounded.
+Types (--type): every 2-D matrix (token_embd and output included) in
+  q4_0, q4_1, q8_0  through gguf.quants.quantize (ggml's reference
+                    quantizers, vectorised in numpy);
+  f16               numpy's float16;
+  q4_k_m, q6_k      an f16 file made as above, then llama.cpp's own quantizer
+                    (llama_cpp.llama_model_quantize from llama-cpp-python, the
+                    reference implementation), so the file mixes types as real
+                    Q4_K_M files do.
+Norms are F32 = 1.0. Matrices ~ N(0, 0.02) from numpy's PCG64 seeded with
+SEED, so activations stay finite through every layer; the first matrix is
+dequantized again and its error bounded.
 
 Tokenizer: SentencePiece-style "llama" metadata as in make_tiny_models.py,
-grown to 32000 pieces: "<unk>" (0), "<s>" (1, bos), "</s>" (2, eos), 256 byte
-tokens, then "▁", letters, letter pairs and triples with decreasing scores.
+grown to the shape's vocabulary: "<unk>" (0), "<s>" (1, bos), "</s>" (2,
+eos), 256 byte tokens, then letter pieces with decreasing scores.
 
-Usage: python3 tools/make_random_llama.py [OUT_PATH]
-  OUT_PATH defaults to $LLM_CACHE_DIR/random-llama-1b-q4_0.gguf
+Usage: python3 tools/make_random_llama.py [--shape S] [--type T] [OUT_PATH]
+  OUT_PATH defaults to $LLM_CACHE_DIR/random-llama-S-T.gguf
   ($LLM_CACHE_DIR defaults to ~/.cache/libllm). Never write it into the repo.
 """
 import argparse
@@ -37,60 +49,64 @@ from gguf import GGMLQuantizationType as Q
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_tiny_models  # noqa: E402  (the shared llama vocabulary)
 
-N_EMBD = 2048
-N_FF = 8192
-N_LAYER = 16
-N_HEAD = 32
-N_HEAD_KV = 8
-HEAD_DIM = N_EMBD // N_HEAD  # 64
-N_VOCAB = 32000
+SHAPES = {
+    # name: (n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, rope_base, tied, n_params)
+    "1b": (2048, 8192, 16, 32, 8, 32000, 10000.0, False, 1_104_218_112),
+    "smollm2": (576, 1536, 30, 9, 3, 49152, 100000.0, True, 134_515_008),
+    "3b": (3072, 8192, 28, 24, 8, 128256, 500000.0, True, 3_212_749_824),
+}
+# --type: (tensor type written by numpy, GGUF file type, llama.cpp ftype to
+# requantize to or None). LLAMA_FTYPE_MOSTLY_Q4_K_M = 15, _Q6_K = 18.
+TYPES = {
+    "q4_0": (Q.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0, None),
+    "q4_1": (Q.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1, None),
+    "q8_0": (Q.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0, None),
+    "f16": (Q.F16, gguf.LlamaFileType.MOSTLY_F16, None),
+    "q4_k_m": (Q.F16, gguf.LlamaFileType.MOSTLY_F16, 15),
+    "q6_k": (Q.F16, gguf.LlamaFileType.MOSTLY_F16, 18),
+}
 N_CTX = 2048
-ROPE_BASE = 10000.0
 RMS_EPS = 1e-5
 SEED = 20261130
 
-KV_DIM = N_HEAD_KV * HEAD_DIM
-N_PARAMS = (2 * N_VOCAB * N_EMBD + N_EMBD
-            + N_LAYER * (2 * N_EMBD * N_EMBD + 2 * KV_DIM * N_EMBD + 3 * N_EMBD * N_FF + 2 * N_EMBD))
 
-
-def vocab():
-    return make_tiny_models.vocab(N_VOCAB)
-
-
-def tensor_shapes():
+def tensor_shapes(shape):
     """(name, shape) in numpy (rows, cols) order; GGUF dims are reversed."""
-    yield "token_embd.weight", (N_VOCAB, N_EMBD)
-    for i in range(N_LAYER):
+    n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, _, tied, _ = SHAPES[shape]
+    kv_dim = n_head_kv * (n_embd // n_head)
+    yield "token_embd.weight", (n_vocab, n_embd)
+    for i in range(n_layer):
         p = f"blk.{i}."
-        yield p + "attn_norm.weight", (N_EMBD,)
-        yield p + "attn_q.weight", (N_EMBD, N_EMBD)
-        yield p + "attn_k.weight", (KV_DIM, N_EMBD)
-        yield p + "attn_v.weight", (KV_DIM, N_EMBD)
-        yield p + "attn_output.weight", (N_EMBD, N_EMBD)
-        yield p + "ffn_norm.weight", (N_EMBD,)
-        yield p + "ffn_gate.weight", (N_FF, N_EMBD)
-        yield p + "ffn_up.weight", (N_FF, N_EMBD)
-        yield p + "ffn_down.weight", (N_EMBD, N_FF)
-    yield "output_norm.weight", (N_EMBD,)
-    yield "output.weight", (N_VOCAB, N_EMBD)
+        yield p + "attn_norm.weight", (n_embd,)
+        yield p + "attn_q.weight", (n_embd, n_embd)
+        yield p + "attn_k.weight", (kv_dim, n_embd)
+        yield p + "attn_v.weight", (kv_dim, n_embd)
+        yield p + "attn_output.weight", (n_embd, n_embd)
+        yield p + "ffn_norm.weight", (n_embd,)
+        yield p + "ffn_gate.weight", (n_ff, n_embd)
+        yield p + "ffn_up.weight", (n_ff, n_embd)
+        yield p + "ffn_down.weight", (n_embd, n_ff)
+    yield "output_norm.weight", (n_embd,)
+    if not tied:
+        yield "output.weight", (n_vocab, n_embd)
 
 
-def write_model(path):
+def write_model(path, shape, qtype, ftype):
+    n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, rope_base, _, n_expected = SHAPES[shape]
     wr = gguf.GGUFWriter(path, "llama")
-    wr.add_name("random-llama-1b-Q4_0")
+    wr.add_name(f"random-llama-{shape}-{qtype.name}")
     wr.add_context_length(N_CTX)
-    wr.add_embedding_length(N_EMBD)
-    wr.add_block_count(N_LAYER)
-    wr.add_feed_forward_length(N_FF)
-    wr.add_head_count(N_HEAD)
-    wr.add_head_count_kv(N_HEAD_KV)
-    wr.add_rope_dimension_count(HEAD_DIM)
-    wr.add_rope_freq_base(ROPE_BASE)
+    wr.add_embedding_length(n_embd)
+    wr.add_block_count(n_layer)
+    wr.add_feed_forward_length(n_ff)
+    wr.add_head_count(n_head)
+    wr.add_head_count_kv(n_head_kv)
+    wr.add_rope_dimension_count(n_embd // n_head)
+    wr.add_rope_freq_base(rope_base)
     wr.add_layer_norm_rms_eps(RMS_EPS)
-    wr.add_vocab_size(N_VOCAB)
-    wr.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q4_0))
-    tokens, scores, types = vocab()
+    wr.add_vocab_size(n_vocab)
+    wr.add_file_type(int(ftype))
+    tokens, scores, types = make_tiny_models.vocab(n_vocab)
     wr.add_tokenizer_model("llama")
     wr.add_token_list(tokens)
     wr.add_token_scores(scores)
@@ -104,24 +120,31 @@ def write_model(path):
     rng = np.random.default_rng(SEED)
     n_params = 0
     checked = False
-    for name, shape in tensor_shapes():
-        n_params += int(np.prod(shape))
-        if len(shape) == 1:
-            wr.add_tensor(name, np.ones(shape, dtype=np.float32))
+    for name, tshape in tensor_shapes(shape):
+        n_params += int(np.prod(tshape))
+        if len(tshape) == 1:
+            wr.add_tensor(name, np.ones(tshape, dtype=np.float32))
             continue
-        x = rng.standard_normal(shape, dtype=np.float32)
+        x = rng.standard_normal(tshape, dtype=np.float32)
         x *= np.float32(0.02)
-        q = gguf.quants.quantize(x, Q.Q4_0)
+        if qtype == Q.F16:
+            q = x.astype(np.float16)
+            back = q.astype(np.float32)
+        else:
+            q = gguf.quants.quantize(x, qtype)
+            back = None if checked else np.asarray(gguf.quants.dequantize(q, qtype), dtype=np.float32)
         if not checked:
             # Weights have |x| up to ~0.1; 4-bit steps are ~0.2/15.
-            back = np.asarray(gguf.quants.dequantize(q, Q.Q4_0), dtype=np.float32).reshape(shape)
-            err = float(np.abs(back - x).max())
+            err = float(np.abs(back.reshape(tshape) - x).max())
             if not err <= 2.5e-2:
-                raise SystemExit(f"{name}: Q4_0 round-trip error {err}")
+                raise SystemExit(f"{name}: {qtype.name} round-trip error {err}")
             checked = True
         del x
-        wr.add_tensor(name, q, raw_dtype=Q.Q4_0)
-    assert n_params == N_PARAMS, (n_params, N_PARAMS)
+        if qtype == Q.F16:
+            wr.add_tensor(name, q)
+        else:
+            wr.add_tensor(name, q, raw_dtype=qtype)
+    assert n_params == n_expected, (n_params, n_expected)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -129,17 +152,42 @@ def write_model(path):
     return n_params
 
 
+def requantize(src, dst, llama_ftype):
+    """llama.cpp's quantizer (the reference implementation's) on an f16 file."""
+    import llama_cpp  # only needed for K-quant files
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_ftype
+    params.nthread = 2
+    rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params)
+    if rc != 0:
+        raise SystemExit(f"llama_model_quantize({src} -> {dst}) failed: {rc}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cache = os.environ.get("LLM_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "libllm"))
-    ap.add_argument("out", nargs="?", default=os.path.join(cache, "random-llama-1b-q4_0.gguf"))
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="1b")
+    ap.add_argument("--type", choices=sorted(TYPES), default="q4_0")
+    ap.add_argument("out", nargs="?")
     args = ap.parse_args()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
+    cache = os.environ.get("LLM_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "libllm"))
+    out = args.out or os.path.join(cache, f"random-llama-{args.shape}-{args.type}.gguf")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    qtype, ftype, llama_ftype = TYPES[args.type]
+    tmp = out + ".tmp"
     t0 = time.time()
-    n = write_model(tmp)
-    os.replace(tmp, args.out)  # never leave a half-written file at the final path
-    print(f"{args.out}: {n:,} parameters, {os.path.getsize(args.out):,} bytes, {time.time() - t0:.1f} s")
+    if llama_ftype is None:
+        n = write_model(tmp, args.shape, qtype, ftype)
+    else:
+        f16 = out + ".f16.tmp"
+        try:
+            n = write_model(f16, args.shape, qtype, ftype)
+            requantize(f16, tmp, llama_ftype)
+        finally:
+            if os.path.exists(f16):
+                os.remove(f16)
+    os.replace(tmp, out)  # never leave a half-written file at the final path
+    print(f"{out}: {n:,} parameters, {os.path.getsize(out):,} bytes, {time.time() - t0:.1f} s")
 
 
 if __name__ == "__main__":

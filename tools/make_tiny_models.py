@@ -159,6 +159,14 @@ def vocab(n_vocab=N_VOCAB):
                 for c in letters:
                     yield "▁" + a + b + c
                     yield a + b + c
+        # Four-letter pieces only reach vocabularies above 36,816 (the 3B
+        # shape of tools/make_random_llama.py); smaller ones are unchanged.
+        for a in letters:
+            for b in letters:
+                for c in letters:
+                    for d in letters:
+                        yield "▁" + a + b + c + d
+                        yield a + b + c + d
 
     seen = set(tokens)
     for p in pieces():

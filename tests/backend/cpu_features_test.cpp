@@ -3,6 +3,7 @@
 // the test override's clamping.
 #include "backend/cpu/cpu_features.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -38,8 +39,15 @@ TEST(CpuFeaturesTest, DetectionAgreesWithProcCpuinfo) {
       has("avx512vl") && has("avx512_vnni")) {
     expect = SimdLevel::kAvx512;
   }
-  EXPECT_EQ(DetectSimdLevel(), expect) << "detected " << SimdLevelName(DetectSimdLevel());
-  EXPECT_EQ(CpuHasAvx512Bf16(), expect == SimdLevel::kAvx512 && has("avx512_bf16"));
+  EXPECT_EQ(HardwareSimdLevel(), expect) << "detected " << SimdLevelName(HardwareSimdLevel());
+  // LLM_CPU_ISA caps the level the library uses (and only caps it).
+  SimdLevel capped = expect;
+  const char* isa = std::getenv("LLM_CPU_ISA");
+  const std::string cap = isa != nullptr ? isa : "";
+  if (cap == "scalar") capped = SimdLevel::kScalar;
+  if (cap == "avx2" && expect == SimdLevel::kAvx512) capped = SimdLevel::kAvx2;
+  EXPECT_EQ(DetectSimdLevel(), capped) << "LLM_CPU_ISA=" << cap;
+  EXPECT_EQ(CpuHasAvx512Bf16(), capped == SimdLevel::kAvx512 && has("avx512_bf16"));
   std::cout << "[ SIMD ] detected " << SimdLevelName(DetectSimdLevel())
             << (CpuHasAvx512Bf16() ? " (+bf16)" : "") << "\n";
 }

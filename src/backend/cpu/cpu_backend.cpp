@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -79,6 +80,13 @@ absl::StatusOr<WeightId> CpuBackend::AddMatrix(const WeightSource& source) {
   }));
   WeightRecord r;
   r.matrix = Weight{source.type, source.data, source.n_out, source.n_in, source.row_bytes};
+  // The embedding table is mostly read a row per token (Embed, from the
+  // mapping); a copy pays off only if the output is tied to it.
+  if (source.name == "token_embd.weight") {
+    r.pack_later = true;
+  } else {
+    Pack(r);
+  }
   LLM_RETURN_IF_ERROR(Guarded("binding a weight", [&] {
     weights_.push_back(std::move(r));
     return absl::OkStatus();
@@ -133,6 +141,37 @@ float* CpuBackend::Act(ActivationId id, int64_t width, absl::Status* status) {
     return nullptr;
   }
   return activations_[id.index].data.data();
+}
+
+void CpuBackend::Pack(WeightRecord& r) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LLM_CPU_REPACK");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  r.pack_later = false;
+  const Weight& m = r.matrix;
+  if (!enabled || ActiveSimdLevel() != SimdLevel::kAvx512 || !rows16::Supports(m.type) ||
+      m.n_in % 32 != 0) {
+    return;
+  }
+  try {
+    r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get());
+    r.matrix.packed = r.packed.data.get();
+    // The copy replaces the mapped rows in memory: only the copy stays
+    // resident (the rows fault back in if the kernels ever read them).
+    rows16::ReleaseMappedPages(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+  } catch (...) {
+    // Out of memory (or no thread to pack on): keep reading the mapping.
+    r.packed = rows16::PackedBuffer();
+    r.matrix.packed = nullptr;
+  }
+}
+
+void CpuBackend::PackIfDeferred(WeightId id) {
+  if (id.index >= 0 && static_cast<size_t>(id.index) < weights_.size() &&
+      weights_[id.index].pack_later) {
+    Pack(weights_[id.index]);
+  }
 }
 
 const CpuBackend::WeightRecord* CpuBackend::FindWeight(WeightId id, absl::Status* status) const {
@@ -287,6 +326,7 @@ absl::Status CpuBackend::Linear(absl::Span<const WeightId> weights, ActivationId
   float* ys[kMaxShared];
   const float* x = nullptr;
   for (size_t i = 0; i < weights.size(); ++i) {
+    PackIfDeferred(weights[i]);
     const WeightRecord* w = FindWeight(weights[i], &st);
     if (w == nullptr) return st;
     ws[i] = &w->matrix;
@@ -455,6 +495,7 @@ absl::Status CpuBackend::Add(ActivationId x_id, ActivationId y_id) {
 absl::Status CpuBackend::Logits(ActivationId x_id, WeightId norm_id, float eps, WeightId output_id,
                                 ActivationId logits_id) {
   absl::Status st;
+  PackIfDeferred(output_id);
   const WeightRecord* norm = FindWeight(norm_id, &st);
   const WeightRecord* output = norm != nullptr ? FindWeight(output_id, &st) : nullptr;
   if (output == nullptr) return st;

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/linear.h"
+#include "backend/cpu/packed_weight.h"
 #include "backend/cpu/weight.h"
 
 namespace llm {
@@ -61,6 +62,12 @@ class CpuBackend : public Backend {
   struct WeightRecord {
     Weight matrix;              // a matrix: points into the mapping
     std::vector<float> vector;  // a vector: dequantized to f32
+    // The matrix's rows16 copy (matrix.packed points into it), made at load,
+    // or at the first product for the token embedding table (which only a
+    // model with a tied output multiplies); none where packing does not
+    // apply or memory was short (the kernels then read the mapping).
+    rows16::PackedBuffer packed;
+    bool pack_later = false;
   };
   struct Activation {
     int64_t width = 0;
@@ -75,6 +82,12 @@ class CpuBackend : public Backend {
   // `width` (0: any width).
   float* Act(ActivationId id, int64_t width, absl::Status* status);
   const WeightRecord* FindWeight(WeightId id, absl::Status* status) const;
+  // Gives r its rows16 copy when packing applies (AVX-512 kernels active,
+  // Q4_0 / Q4_1 / Q8_0, LLM_CPU_REPACK not 0); without one when memory is
+  // short (never an error: the kernels read the mapping instead).
+  void Pack(WeightRecord& r);
+  // Packs weight id now if it was left for its first product.
+  void PackIfDeferred(WeightId id);
   int64_t ActRows(const Activation& a) const {
     return a.rows == ActivationRows::kTokens ? n_rows_ : n_logit_rows_;
   }

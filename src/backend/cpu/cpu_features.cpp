@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -59,8 +61,29 @@ Features Detect() {
   return f;
 }
 
-const Features& Cached() {
+// LLM_CPU_ISA=scalar|avx2|avx512 caps the level (never raises it: a level
+// the CPU lacks would fault). Unset, empty, "auto" or anything else: no cap.
+std::optional<SimdLevel> IsaFromEnvironment() {
+  const char* v = std::getenv("LLM_CPU_ISA");
+  if (v == nullptr) return std::nullopt;
+  for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (std::strcmp(v, SimdLevelName(l)) == 0) return l;
+  }
+  return std::nullopt;
+}
+
+const Features& Hardware() {
   static const Features f = Detect();
+  return f;
+}
+
+const Features& Cached() {
+  static const Features f = [] {
+    Features c = Hardware();
+    const std::optional<SimdLevel> cap = IsaFromEnvironment();
+    if (cap && static_cast<int>(*cap) < static_cast<int>(c.level)) c.level = *cap;
+    return c;
+  }();
   return f;
 }
 
@@ -68,6 +91,8 @@ const Features& Cached() {
 std::atomic<int> g_override{-1};
 
 }  // namespace
+
+SimdLevel HardwareSimdLevel() { return Hardware().level; }
 
 SimdLevel DetectSimdLevel() { return Cached().level; }
 

@@ -16,6 +16,14 @@ enum class SimdLevel {
 
 // Best level this CPU and OS support (cpuid + xgetbv: the OS must save the
 // YMM / ZMM state). Computed once.
+SimdLevel HardwareSimdLevel();
+
+// The level the library may use: HardwareSimdLevel(), capped by the
+// environment variable LLM_CPU_ISA=scalar|avx2|avx512 when set (read once, at
+// the first call; a value above the hardware's, "auto" or an unknown one
+// leaves it uncapped). Kernel choices, weight repacking at load and the
+// kernel tests (every level up to this one) follow it, so one machine can
+// run the library and its tests at each lower level (docs/CPU_KERNELS.md).
 SimdLevel DetectSimdLevel();
 
 // Whether the CPU has AVX512_BF16 (only meaningful with kAvx512).

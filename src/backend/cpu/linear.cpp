@@ -35,6 +35,7 @@ absl::Status LinearShared(const Weight* const* ws, float* const* ys, int n, cons
     outs[i].W = ws[i]->data;
     outs[i].row_bytes = ws[i]->row_bytes;
     outs[i].n_out = ws[i]->n_out;
+    outs[i].packed = ws[i]->packed;
     outs[i].y = ys[i];
     outs[i].y_stride = static_cast<size_t>(ws[i]->n_out);
   }
@@ -54,8 +55,16 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
   // not depend on n_rows). Other types keep oneDNN for large row counts,
   // unless the caller needs batch invariance (linear.h).
   if (UsesQuantMatMul(w, n_rows, ctx)) {
-    return QuantMatMul(w.type, w.data, w.row_bytes, w.n_out, w.n_in, x, static_cast<size_t>(w.n_in),
-                       n_rows, y, static_cast<size_t>(w.n_out), ctx.pool, ctx.batch_invariant);
+    QuantMatMulOutput out;
+    out.wtype = w.type;
+    out.W = w.data;
+    out.row_bytes = w.row_bytes;
+    out.n_out = w.n_out;
+    out.packed = w.packed;
+    out.y = y;
+    out.y_stride = static_cast<size_t>(w.n_out);
+    return QuantMatMulShared(&out, 1, w.n_in, x, static_cast<size_t>(w.n_in), n_rows, ctx.pool,
+                             ctx.batch_invariant);
   }
   const float* w_f32 = reinterpret_cast<const float*>(w.data);
   // oneDNN wants dense f32 rows: other types, and f32 rows with padding

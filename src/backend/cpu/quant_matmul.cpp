@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -22,6 +23,8 @@ namespace {
 // Output rows per ParallelFor unit: whole rows only, so the split never
 // changes a result; big enough to amortize the dispatch.
 constexpr int64_t kRowsPerTask = 16;
+// rows16 kernels (packed_weight.h) start at a group boundary.
+static_assert(kRowsPerTask % rows16::kRows == 0);
 // ThreadPool chunks per thread for batches (n_rows >= 2).
 constexpr int kBatchChunksPerThread = 4;
 // Below this many multiply-adds the pool costs more than it saves.
@@ -121,6 +124,7 @@ namespace {
 struct OutputTasks {
   const QuantMatMulOutput* out;
   qmm::Kernel kernel;
+  const void* W;       // out->W, or its rows16 copy for a packed kernel
   qmm::Acts acts;      // the shared activations, with this type's bias
   int64_t first_task;  // tasks first_task .. first_task + n_tasks - 1
 };
@@ -186,12 +190,23 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     OutputTasks t;
     t.out = &outputs[i];
     t.kernel = PickKernel(outputs[i].wtype, n_rows);
+    t.W = outputs[i].W;
+    // A rows16 copy runs one row and batches alike on AVX-512 (the same
+    // outputs as the kernels above, without their per-call rearrangement).
+    qmm::Kernel packed = nullptr;
+    if (outputs[i].packed != nullptr && ActiveSimdLevel() == SimdLevel::kAvx512) {
+      packed = qmm::Avx512PackedKernel(outputs[i].wtype);
+    }
+    if (packed != nullptr) {
+      t.kernel = packed;
+      t.W = outputs[i].packed;
+    }
     if (t.kernel == nullptr) {
       return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if (wide && qmm::UsesQuantizedActs(outputs[i].wtype)) {
+    if ((wide || packed != nullptr) && qmm::UsesQuantizedActs(outputs[i].wtype)) {
       qmm::SetBias(outputs[i].wtype, &t.acts, &biases);
     }
     t.first_task = n_tasks;
@@ -214,7 +229,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       if (b >= e) continue;
       const int64_t o_begin = (b - t.first_task) * kRowsPerTask;
       const int64_t o_end = std::min(t.out->n_out, (e - t.first_task) * kRowsPerTask);
-      t.kernel(t.out->W, t.out->row_bytes, o_begin, o_end, t.acts, t.out->y, t.out->y_stride,
+      t.kernel(t.W, t.out->row_bytes, o_begin, o_end, t.acts, t.out->y, t.out->y_stride,
                scratch.get());
     }
   };

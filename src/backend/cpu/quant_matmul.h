@@ -68,6 +68,9 @@ struct QuantMatMulOutput {
   int64_t n_out = 0;
   float* y = nullptr;
   size_t y_stride = 0;
+  // Optional: W's rows16 copy (backend/cpu/packed_weight.h), used instead of
+  // W on AVX-512 machines; same outputs bit for bit.
+  const void* packed = nullptr;
 };
 
 // Several products of the same activations x (a layer's Q, K and V, or gate

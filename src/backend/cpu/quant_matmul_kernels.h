@@ -92,6 +92,10 @@ bool UsesQ8KActs(DType t);
 Kernel ScalarKernel(DType t);
 Kernel Avx2Kernel(DType t);
 Kernel Avx512Kernel(DType t);
+// Kernels on the rows16 copy of a weight (packed_weight.h; W is the copy,
+// o_begin a multiple of 16): Q4_0, Q4_1, Q8_0, else nullptr. Same outputs as
+// Avx512Kernel / Avx2Kernel on the GGUF rows, bit for bit.
+Kernel Avx512PackedKernel(DType t);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see

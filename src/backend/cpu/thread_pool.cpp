@@ -34,6 +34,21 @@ thread_local const ThreadPool* tls_current_pool = nullptr;
 // (measured: 256 iterations lost ~1.5 ms of a 16-session SmolLM2 pass).
 constexpr int kSpinIterations = 2048;
 
+// The spin bound in use: kSpinIterations, or LLM_CPU_POOL_SPIN (pause
+// iterations, >= 0), read once. Only for measuring what the bound costs or
+// saves (docs/CPU_KERNELS.md: an always-spinning pool for comparison).
+long SpinIterations() {
+  static const long n = [] {
+    const char* v = std::getenv("LLM_CPU_POOL_SPIN");
+    if (v == nullptr || *v == '\0') return static_cast<long>(kSpinIterations);
+    char* end = nullptr;
+    const long parsed = std::strtol(v, &end, 10);
+    return end != nullptr && *end == '\0' && parsed >= 0 ? parsed
+                                                          : static_cast<long>(kSpinIterations);
+  }();
+  return n;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -88,8 +103,8 @@ void ThreadPool::WorkerLoop() {
   tls_current_pool = this;
   uint64_t seen = 0;
   for (;;) {
-    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen;
-         ++i) {
+    const long spin = SpinIterations();
+    for (long i = 0; i < spin && generation_.load(std::memory_order_acquire) == seen; ++i) {
       LLM_CPU_RELAX();
     }
     {
@@ -132,7 +147,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   RunChunks();
   tls_current_pool = saved;
 
-  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
+  const long spin = SpinIterations();
+  for (long i = 0; i < spin && pending_.load(std::memory_order_acquire) != 0; ++i) {
     LLM_CPU_RELAX();
   }
   {

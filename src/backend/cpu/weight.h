@@ -1,5 +1,7 @@
 // A 2-D weight matrix as stored in the GGUF: n_out rows of n_in elements in
 // `type`, row o at data + o * row_bytes. Points into the mapping; never owns.
+// packed: optionally the same matrix in the rows16 layout of the AVX-512
+// kernels (backend/cpu/packed_weight.h), owned by the CPU backend.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +17,7 @@ struct Weight {
   int64_t n_out = 0;   // rows (output features)
   int64_t n_in = 0;    // elements per row (input features)
   size_t row_bytes = 0;
+  const uint8_t* packed = nullptr;
 };
 
 }  // namespace llm

@@ -1,0 +1,138 @@
+#include "backend/cpu/packed_weight.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/cpu/quant_blocks.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace llm {
+namespace rows16 {
+namespace {
+
+struct TypeInfo {
+  size_t block_bytes;  // GGUF block
+  size_t qs_offset;    // quants after d (and Q4_1's m)
+  int words;           // 32-bit quant words per block
+  int scales;          // f16 scales per block
+  uint8_t flip;        // XOR applied to every quant byte
+};
+
+TypeInfo Info(DType t) {
+  switch (t) {
+    case DType::kQ4_0:
+      return {sizeof(BlockQ4_0), 2, 4, 1, 0};
+    case DType::kQ4_1:
+      return {sizeof(BlockQ4_1), 4, 4, 2, 0};
+    case DType::kQ8_0:
+      return {sizeof(BlockQ8_0), 2, 8, 1, 0x80};
+    default:
+      return {0, 0, 0, 0, 0};
+  }
+}
+
+}  // namespace
+
+bool Supports(DType t) { return Info(t).block_bytes != 0; }
+int Words(DType t) { return Info(t).words; }
+int Scales(DType t) { return Info(t).scales; }
+
+size_t GroupBytes(DType t, int64_t n_blocks) {
+  const TypeInfo ti = Info(t);
+  return static_cast<size_t>(n_blocks) * kRows * (4 * ti.words + 2 * ti.scales);
+}
+
+size_t PackedBytes(DType t, int64_t n_out, int64_t n_in) {
+  const int64_t n_groups = (n_out + kRows - 1) / kRows;
+  return static_cast<size_t>(n_groups) * GroupBytes(t, n_in / 32);
+}
+
+void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
+          ThreadPool* pool) {
+  const TypeInfo ti = Info(t);
+  const int64_t nb = n_in / 32;
+  const int64_t n_groups = (n_out + kRows - 1) / kRows;
+  const size_t group_bytes = GroupBytes(t, nb);
+  const size_t qs_bytes = static_cast<size_t>(nb) * kRows * 4 * ti.words;
+  auto pack_groups = [&](int64_t g_begin, int64_t g_end) {
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      uint8_t* qs = dst + g * group_bytes;
+      uint8_t* sc = qs + qs_bytes;
+      for (int l = 0; l < kRows; ++l) {
+        const int64_t row = g * kRows + l < n_out ? g * kRows + l : n_out - 1;
+        const uint8_t* src = W + row * row_bytes;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = src + b * ti.block_bytes;
+          for (int k = 0; k < ti.words; ++k) {
+            uint8_t* word = qs + ((b * ti.words + k) * kRows + l) * 4;
+            for (int j = 0; j < 4; ++j) word[j] = blk[ti.qs_offset + 4 * k + j] ^ ti.flip;
+          }
+          // d (and m) as stored: f16 bits, in block order d, m.
+          for (int s = 0; s < ti.scales; ++s) {
+            std::memcpy(sc + ((b * ti.scales + s) * kRows + l) * 2, blk + 2 * s, 2);
+          }
+        }
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(n_groups, pack_groups);
+  } else {
+    pack_groups(0, n_groups);
+  }
+}
+
+void PackedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
+
+PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
+                        ThreadPool* pool) {
+  PackedBuffer buf;
+  buf.bytes = PackedBytes(t, n_out, n_in);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  void* p = std::aligned_alloc(64, (buf.bytes + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  buf.data.reset(static_cast<uint8_t*>(p));
+  Pack(t, W, row_bytes, n_out, n_in, buf.data.get(), pool);
+  return buf;
+}
+
+size_t ReleaseMappedPages(const uint8_t* p, size_t n) {
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (p == nullptr || page_size <= 0) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(page_size);
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (begin >= end) return 0;
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return 0;
+  bool file_backed = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    // "start-end perms offset dev inode path"
+    uintptr_t lo = 0, hi = 0;
+    char perms[5] = {0};
+    unsigned long long offset = 0, inode = 0;
+    char dev[32] = {0};
+    if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %llx %31s %llu", &lo, &hi, perms, &offset,
+                    dev, &inode) != 6) {
+      continue;
+    }
+    if (begin >= lo && end <= hi) {
+      file_backed = inode != 0 && std::strcmp(perms, "r--p") == 0;
+      break;
+    }
+  }
+  std::fclose(maps);
+  if (!file_backed) return 0;
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
+}
+
+}  // namespace rows16
+}  // namespace llm

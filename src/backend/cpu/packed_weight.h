@@ -1,0 +1,74 @@
+// Weights repacked at load for the AVX-512 QuantMatMul kernels ("rows16"):
+// Q4_0, Q4_1 and Q8_0 matrices with 16 weight rows interleaved per 32-bit
+// lane, the layout the kernels' vpdpbusd wants, so that no call rearranges
+// the GGUF blocks (the batch kernel used to, per call; the one-row kernel read
+// one row at a time). Same bytes per row as the GGUF blocks: the copy is as
+// large as the matrix (plus at most 15 padding rows).
+//
+// Layout, for n_out rows of nb = n_in / 32 blocks, in groups of 16 rows
+// (group G holds rows 16G .. 16G + 15; rows past n_out repeat row n_out - 1,
+// computed but never stored). Group G starts at G * GroupBytes and holds
+//   qs [nb][kWords][16] u32   word k of lane l: bytes 4k .. 4k + 3 of row
+//                             16G + l's block quants (Q4: byte j = element j
+//                             in the low nibble, j + 16 in the high one;
+//                             Q8_0: the int8 quants XOR 0x80, i.e. w + 128)
+//                             kWords = 4 (Q4_0, Q4_1) or 8 (Q8_0)
+//   sc [nb][kScales][16] u16  the blocks' f16 d (and, for Q4_1, then m)
+// So a group is 16 * row_bytes bytes, and its quants and scales are each read
+// front to back, one block at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+
+namespace llm {
+
+class ThreadPool;
+
+namespace rows16 {
+
+constexpr int kRows = 16;
+
+// Whether t has a rows16 layout (Q4_0, Q4_1, Q8_0).
+bool Supports(DType t);
+// 32-bit quant words per block and lane (4 or 8), f16 scales per block and
+// lane (1 or 2).
+int Words(DType t);
+int Scales(DType t);
+// Bytes of one group of 16 rows of nb blocks.
+size_t GroupBytes(DType t, int64_t n_blocks);
+// Bytes of a packed n_out x n_in matrix (n_in a multiple of 32).
+size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
+
+// Writes the rows16 layout of the n_out x n_in matrix W (row o at W + o *
+// row_bytes) into dst (PackedBytes(t, n_out, n_in) bytes, 64-byte aligned for
+// the kernels' sake). Groups are packed in parallel on pool (nullable).
+void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
+          ThreadPool* pool);
+
+// A packed copy owned by the CPU backend (64-byte aligned).
+struct PackedBuffer {
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data;
+  size_t bytes = 0;
+};
+// Allocates and packs; throws std::bad_alloc when memory is short.
+PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
+                        ThreadPool* pool);
+
+// Once a matrix has its copy, the mapped pages it was read from only cost
+// resident memory: drops the whole pages of [p, p + n) from this process's
+// page tables (madvise MADV_DONTNEED) when they lie in a private, read-only
+// mapping of a file (per /proc/self/maps), where a later read just faults
+// the bytes back in from the page cache. Anything else (a model loaded from
+// memory lives in anonymous memory, which MADV_DONTNEED would zero) is left
+// alone. Returns the bytes released.
+size_t ReleaseMappedPages(const uint8_t* p, size_t n);
+
+}  // namespace rows16
+}  // namespace llm

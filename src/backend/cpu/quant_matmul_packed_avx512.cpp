@@ -1,0 +1,185 @@
+// AVX-512 VNNI QuantMatMul kernels on weights repacked at load
+// (backend/cpu/packed_weight.h, "rows16": 16 weight rows interleaved per
+// 32-bit lane), for one activation row (decode) and for batches.
+//
+// Same arithmetic as QuantWideKernel (quant_matmul_avx512.cpp), which itself
+// equals the AVX2 kernel -- ggml-cpu's x86 vec_dot_q4_0_q8_0 / q4_1_q8_1 /
+// q8_0_q8_0 order -- bit for bit: per weight row o and activation row a, 8
+// f32 lane accumulators L_g (g = 0..7: elements 4g .. 4g + 3 of every
+// 32-block), each
+//   L_g = fma(f32(dw[b]) * f32(da[b]), f32(sum of the 4 products), L_g)
+// over the blocks b in order, then hsum_float_8's adds ((L0 + L4) + (L2 +
+// L6)) + ((L1 + L5) + (L3 + L7)), and for Q4_1 the separate min-term chain
+// fma(mw[b], sa[b], .) added last. Lane l of each 512-bit register belongs
+// to weight row o + l. What changes is only where the weights come from: the
+// packed words are loaded as they are (Q8_0) or split into their two nibbles
+// (Q4), and the f16 scales are converted in the loop, so no call rearranges
+// anything and one activation row reads each weight byte exactly once.
+// GCC 12 reports its own _mm512_undefined_*() placeholders inside the
+// AVX-512 intrinsic headers as uninitialized (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backend/cpu/packed_weight.h"
+#include "backend/cpu/quant_matmul_kernels.h"
+
+namespace llm {
+namespace {
+
+constexpr int kGroupRows = rows16::kRows;
+constexpr int kLaneGroups = 8;  // 4-element lanes g of a 32-block
+// Blocks run per activation-row tile before moving on to the next tile, for
+// batches: one chunk of a group's quants (Q8_0: 16 KB) stays in L1 while
+// every tile reads it. One row runs all blocks at once.
+constexpr int64_t kChunkBlocks = 32;
+constexpr int kSaved = kLaneGroups + 1;  // accumulator vectors per row between chunks
+
+// A group's packed arrays (packed_weight.h) and its live row count.
+struct PackedGroup {
+  const uint8_t* qs = nullptr;  // [nb][words][16] u32
+  const uint8_t* sc = nullptr;  // [nb][scales][16] f16
+  int n = 0;
+};
+
+struct Chunk {
+  int64_t b0 = 0, b1 = 0;
+  bool first = true, last = true;
+  float* acc_buf = nullptr;  // [row][kSaved][16] f32, 64-byte aligned
+};
+
+// The 8 lane vectors of block b: word g of every row as u8 quads (Q4: the
+// nibbles 4g .. 4g + 3 for g < 4, 16 + 4(g - 4) .. for g >= 4).
+template <DType T>
+inline void LoadWords(const uint8_t* qs, int64_t b, __m512i w[kLaneGroups]) {
+  if constexpr (T == DType::kQ8_0) {
+    const uint8_t* p = qs + b * 8 * 64;
+    for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + 64 * k);
+  } else {
+    const uint8_t* p = qs + b * 4 * 64;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_loadu_si512(p + 64 * k);
+      w[k] = _mm512_and_si512(v, low4);
+      w[4 + k] = _mm512_and_si512(_mm512_srli_epi32(v, 4), low4);
+    }
+  }
+}
+
+template <DType T, int R>
+void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t o, const Chunk& c,
+                float* y, size_t y_stride) {
+  constexpr int kScales = T == DType::kQ4_1 ? 2 : 1;
+  const int64_t nb = a.n_blocks;
+  __m512 acc[R][kLaneGroups];
+  __m512 accm[R];  // Q4_1: the min terms
+  for (int r = 0; r < R; ++r) {
+    const float* saved = c.acc_buf + (row0 + r) * kSaved * 16;
+    accm[r] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + kLaneGroups * 16);
+    for (int k = 0; k < kLaneGroups; ++k) {
+      acc[r][k] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + k * 16);
+    }
+  }
+  for (int64_t b = c.b0; b < c.b1; ++b) {
+    __m512i w[kLaneGroups];
+    LoadWords<T>(g.qs, b, w);
+    const uint8_t* sc = g.sc + b * kScales * 32;
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+    __m512 wm = _mm512_setzero_ps();
+    if constexpr (T == DType::kQ4_1) {
+      wm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32)));
+    }
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = row0 + r;
+      const float* ds = a.ds + 2 * (row * nb + b);
+      const __m512 scale = _mm512_mul_ps(wd, _mm512_set1_ps(ds[0]));
+      if constexpr (T == DType::kQ4_1)
+        accm[r] = _mm512_fmadd_ps(wm, _mm512_set1_ps(ds[1]), accm[r]);
+      const int8_t* xq = a.q + row * a.n_in + b * qmm::kActBlock;
+      const int32_t* bias =
+          T == DType::kQ4_1 ? nullptr : a.bias + row * (a.n_in / 4) + b * kLaneGroups;
+#pragma GCC unroll 8
+      for (int k = 0; k < kLaneGroups; ++k) {
+        int32_t x4;
+        __builtin_memcpy(&x4, xq + 4 * k, 4);
+        const __m512i start =
+            T == DType::kQ4_1 ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[k]);
+        const __m512i isum = _mm512_dpbusd_epi32(start, w[k], _mm512_set1_epi32(x4));
+        acc[r][k] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[r][k]);
+      }
+    }
+  }
+  if (!c.last) {
+    for (int r = 0; r < R; ++r) {
+      float* saved = c.acc_buf + (row0 + r) * kSaved * 16;
+      for (int k = 0; k < kLaneGroups; ++k) _mm512_store_ps(saved + k * 16, acc[r][k]);
+      _mm512_store_ps(saved + kLaneGroups * 16, accm[r]);
+    }
+    return;
+  }
+  const __mmask16 mask = static_cast<__mmask16>(g.n >= 16 ? 0xFFFF : (1u << g.n) - 1);
+  for (int r = 0; r < R; ++r) {
+    const __m512 s0 = _mm512_add_ps(acc[r][0], acc[r][4]), s1 = _mm512_add_ps(acc[r][1], acc[r][5]);
+    const __m512 s2 = _mm512_add_ps(acc[r][2], acc[r][6]), s3 = _mm512_add_ps(acc[r][3], acc[r][7]);
+    __m512 total = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+    if constexpr (T == DType::kQ4_1) total = _mm512_add_ps(total, accm[r]);
+    _mm512_mask_storeu_ps(y + (row0 + r) * y_stride + o, mask, total);
+  }
+}
+
+// W: the rows16 copy (packed_weight.h) of an n_out x n_in matrix; o_begin is
+// a multiple of 16 (QuantMatMul's tasks are whole groups). row_bytes (the
+// GGUF rows', which may be padded) is not used: the copy is dense.
+// scratch: qmm::ScratchFloats floats.
+template <DType T>
+void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o_end,
+                  const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
+  const int64_t nb = a.n_blocks;
+  constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;   // rows16::Words(T)
+  constexpr int kScales = T == DType::kQ4_1 ? 2 : 1;  // rows16::Scales(T)
+  const size_t qs_bytes = static_cast<size_t>(nb) * kGroupRows * 4 * kWords;
+  // rows16::GroupBytes(T, nb)
+  const size_t group_bytes = qs_bytes + static_cast<size_t>(nb) * kGroupRows * 2 * kScales;
+  Chunk c;
+  c.acc_buf =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  const int64_t chunk_blocks = a.n_rows <= 2 ? nb : kChunkBlocks;
+  for (int64_t o = o_begin; o < o_end; o += kGroupRows) {
+    PackedGroup g;
+    g.qs = static_cast<const uint8_t*>(W) + (o / kGroupRows) * group_bytes;
+    g.sc = g.qs + qs_bytes;
+    g.n = o_end - o < kGroupRows ? static_cast<int>(o_end - o) : kGroupRows;
+    for (int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
+      c.b0 = b0;
+      c.b1 = nb - b0 < chunk_blocks ? nb : b0 + chunk_blocks;
+      c.first = b0 == 0;
+      c.last = c.b1 == nb;
+      int64_t r = 0;
+      for (; r + 2 <= a.n_rows; r += 2) PackedTile<T, 2>(g, a, r, o, c, y, y_stride);
+      if (r < a.n_rows) PackedTile<T, 1>(g, a, r, o, c, y, y_stride);
+    }
+  }
+}
+
+}  // namespace
+
+namespace qmm {
+Kernel Avx512PackedKernel(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+      return &PackedKernel<DType::kQ8_0>;
+    case DType::kQ4_0:
+      return &PackedKernel<DType::kQ4_0>;
+    case DType::kQ4_1:
+      return &PackedKernel<DType::kQ4_1>;
+    default:
+      return nullptr;
+  }
+}
+}  // namespace qmm
+}  // namespace llm
+
+#pragma GCC diagnostic pop

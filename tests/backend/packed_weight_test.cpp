@@ -1,0 +1,222 @@
+// Weights repacked at load (backend/cpu/packed_weight.h, "rows16") and the
+// AVX-512 kernels that read them: against the float64 reference on fresh
+// random inputs, and bit for bit against the AVX2 kernel on the GGUF rows
+// (ggml-cpu's vec_dot order, which keeps the logits equal to llama.cpp's),
+// for one activation row and batches, partial groups of 16 weight rows, odd
+// block counts, padded rows and thread splits.
+#include "backend/cpu/packed_weight.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/dequantize.h"
+#include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/thread_pool.h"
+#include "core/dtype.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/ref/reference_kernels.h"
+#include "tests/backend/kernel_test_util.h"
+
+namespace llm {
+namespace {
+
+using testing_util::FreshSeed;
+using testing_util::RandomVector;
+using testing_util::RandomWeights;
+using testing_util::SimdLevelGuard;
+
+std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
+
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+
+TEST(PackedWeightTest, SizesEqualTheGgufRows) {
+  for (DType t : kTypes) {
+    const size_t rb = *RowBytes(t, 32 * 7);
+    EXPECT_EQ(rows16::GroupBytes(t, 7), 16 * rb) << Name(t);
+    EXPECT_EQ(rows16::PackedBytes(t, 33, 32 * 7), 3 * 16 * rb) << Name(t);  // 3 groups
+  }
+  EXPECT_FALSE(rows16::Supports(DType::kQ4_K));
+  EXPECT_FALSE(rows16::Supports(DType::kF16));
+}
+
+// Packing in parallel gives the same bytes as packing on one thread.
+TEST(PackedWeightTest, PackIsThreadInvariant) {
+  std::mt19937 rng(FreshSeed());
+  ThreadPool pool(3);
+  for (DType t : kTypes) {
+    const int64_t n_out = 53, n_in = 32 * 5;
+    const size_t rb = *RowBytes(t, n_in) + 6;  // padded rows
+    const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+    const rows16::PackedBuffer a = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+    const rows16::PackedBuffer b = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
+    ASSERT_EQ(a.bytes, b.bytes);
+    EXPECT_EQ(std::memcmp(a.data.get(), b.data.get(), a.bytes), 0) << Name(t);
+  }
+}
+
+// The kernel alone: every row count (row tiles, a leftover row), weight-row
+// remainders and block chunking, bit-identical to the AVX2 kernel on the
+// GGUF rows and within the 8-bit-activation error of the float64 product.
+TEST(PackedWeightTest, KernelMatchesAvx2BitForBitAndFloat64Reference) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (DType t : kTypes) {
+    for (int64_t n_rows :
+         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{40}}) {
+      for (int64_t n_out : {int64_t{5}, int64_t{16}, int64_t{16 * 2 + 7}}) {
+        for (int64_t n_in : {int64_t{32 * 11}, int64_t{32 * 75}}) {
+          SCOPED_TRACE(Name(t) + " n_rows=" + std::to_string(n_rows) +
+                       " n_out=" + std::to_string(n_out) + " n_in=" + std::to_string(n_in));
+          // Padded GGUF rows (the copy is dense) for two of the three row counts.
+          const size_t rb = *RowBytes(t, static_cast<size_t>(n_in)) + (n_out != 16 ? 4 : 0);
+          const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+          const std::vector<float> x =
+              RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
+          std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
+          std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
+          for (int64_t r = 0; r < n_rows; ++r) {
+            qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
+                                     ds.data() + 2 * r * (n_in / 32));
+          }
+          qmm::Acts acts;
+          acts.x = x.data();
+          acts.x_stride = static_cast<size_t>(n_in);
+          acts.n_rows = n_rows;
+          acts.n_in = n_in;
+          acts.q = q.data();
+          acts.ds = ds.data();
+          acts.n_blocks = n_in / 32;
+          qmm::BiasBuffers biases;
+          qmm::SetBias(t, &acts, &biases);
+          const rows16::PackedBuffer p = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+          std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), yp(y2.size(), NAN),
+              scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
+          qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
+          qmm::Avx512PackedKernel(t)(p.data.get(), rb, 0, n_out, acts, yp.data(), n_out,
+                                     scratch.data());
+          ASSERT_EQ(std::memcmp(y2.data(), yp.data(), y2.size() * sizeof(float)), 0);
+
+          std::vector<double> wd(static_cast<size_t>(n_out * n_in)),
+              xd(static_cast<size_t>(n_rows * n_in));
+          std::vector<float> tmp(static_cast<size_t>(n_in));
+          for (int64_t o = 0; o < n_out; ++o) {
+            ASSERT_TRUE(DequantizeRow(t, w.data() + o * rb, n_in, tmp.data()).ok());
+            for (int64_t i = 0; i < n_in; ++i) wd[o * n_in + i] = tmp[i];
+          }
+          for (size_t i = 0; i < xd.size(); ++i) xd[i] = x[i];
+          std::vector<double> yr(static_cast<size_t>(n_rows * n_out)), abs_sum(yr.size());
+          ref::RefMatMul(wd.data(), xd.data(), n_out, n_in, n_rows, yr.data(), abs_sum.data());
+          for (size_t i = 0; i < yr.size(); ++i) {
+            ASSERT_LE(std::fabs(yp[i] - yr[i]) / abs_sum[i], 5e-3) << "output " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Through QuantMatMulShared as the CPU backend calls it: a packed copy gives
+// the same bits as the GGUF rows, threaded or not, mixed with an unpacked
+// output; with the AVX2 level forced, the packed copy is ignored.
+TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  SimdLevelGuard guard;
+  std::mt19937 rng(FreshSeed());
+  ThreadPool pool(2);
+  const int64_t n_in = 32 * 9;
+  for (int64_t n_rows : {int64_t{1}, int64_t{4}}) {
+    std::vector<std::vector<uint8_t>> ws;
+    std::vector<rows16::PackedBuffer> packed;
+    std::vector<int64_t> n_outs = {77, 48, 19};
+    for (size_t i = 0; i < 3; ++i) {
+      const DType t = kTypes[i];
+      const size_t rb = *RowBytes(t, n_in);
+      ws.push_back(RandomWeights(rng, t, n_outs[i], n_in, rb));
+      packed.push_back(rows16::MakePacked(t, ws.back().data(), rb, n_outs[i], n_in, &pool));
+    }
+    const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
+    auto run = [&](bool use_packed, ThreadPool* p) {
+      std::vector<std::vector<float>> ys(3);
+      QuantMatMulOutput outs[3];
+      for (size_t i = 0; i < 3; ++i) {
+        ys[i].assign(static_cast<size_t>(n_rows * n_outs[i]), NAN);
+        outs[i].wtype = kTypes[i];
+        outs[i].W = ws[i].data();
+        outs[i].row_bytes = *RowBytes(kTypes[i], n_in);
+        outs[i].n_out = n_outs[i];
+        // The middle output stays unpacked: mixed lists work.
+        outs[i].packed = use_packed && i != 1 ? packed[i].data.get() : nullptr;
+        outs[i].y = ys[i].data();
+        outs[i].y_stride = static_cast<size_t>(n_outs[i]);
+      }
+      EXPECT_TRUE(QuantMatMulShared(outs, 3, n_in, x.data(), n_in, n_rows, p).ok());
+      return ys;
+    };
+    const auto want = run(false, nullptr);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      const auto got = run(true, p);
+      for (size_t i = 0; i < 3; ++i) {
+        ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+            << Name(kTypes[i]) << " n_rows " << n_rows;
+      }
+    }
+    // A garbage copy shows whether the copy is read at all: at AVX-512 it
+    // must change the packed outputs, at AVX2 it must not.
+    for (auto& b : packed) std::memset(b.data.get(), 0x5A, b.bytes);
+    const auto garbage = run(true, nullptr);
+    EXPECT_NE(std::memcmp(want[0].data(), garbage[0].data(), want[0].size() * sizeof(float)), 0);
+    SetSimdLevelForTesting(SimdLevel::kAvx2);
+    const auto avx2 = run(true, nullptr);
+    SetSimdLevelForTesting(std::nullopt);
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(std::memcmp(want[i].data(), avx2[i].data(), want[i].size() * sizeof(float)), 0);
+    }
+  }
+}
+
+// Releasing the mapped rows after packing: a read-only private file mapping
+// gives its pages back and reads the same bytes afterwards; anonymous memory
+// (a model loaded from a buffer) is never touched.
+TEST(PackedWeightTest, ReleasesOnlyFileMappedPages) {
+  const long page = sysconf(_SC_PAGESIZE);
+  ASSERT_GT(page, 0);
+  const size_t n = static_cast<size_t>(page) * 8;
+  std::mt19937 rng(FreshSeed());
+  std::vector<uint8_t> bytes(n);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  char path[] = "/tmp/llm_packed_weight_testXXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, bytes.data(), n), static_cast<ssize_t>(n));
+  void* map = mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  std::remove(path);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* mapped = static_cast<const uint8_t*>(map);
+  ASSERT_EQ(std::memcmp(mapped, bytes.data(), n), 0);  // faults every page in
+  // An unaligned range [100, 7 pages - 100): only its whole pages 1..5 go.
+  EXPECT_EQ(rows16::ReleaseMappedPages(mapped + 100, n - page - 200),
+            static_cast<size_t>(page) * 5);
+  EXPECT_EQ(std::memcmp(mapped, bytes.data(), n), 0);
+  munmap(map, n);
+
+  std::vector<uint8_t> heap(bytes);
+  EXPECT_EQ(rows16::ReleaseMappedPages(heap.data(), heap.size()), 0u);
+  EXPECT_EQ(heap, bytes);
+  EXPECT_EQ(rows16::ReleaseMappedPages(nullptr, n), 0u);
+}
+
+}  // namespace
+}  // namespace llm
