@@ -221,9 +221,13 @@ TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
       ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, yv.data(),
                               n_out, nullptr)
                       .ok());
+      // Same integer block sums; only the f32 summation order differs, so
+      // the rounding error scales with the partial sums (of the order of the
+      // largest output), not with one output that happens to cancel to ~0.
+      double max_abs = 0.0;
+      for (float v : ys) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
       for (size_t i = 0; i < ys.size(); ++i) {
-        // Same integer block sums; only the f32 summation order differs.
-        ASSERT_NEAR(yv[i], ys[i], 1e-5 * (1.0 + std::fabs(ys[i])))
+        ASSERT_NEAR(yv[i], ys[i], 1e-5 * (1.0 + max_abs))
             << Name(t) << " " << SimdLevelName(level) << " i=" << i;
       }
     }
