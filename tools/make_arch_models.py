@@ -33,7 +33,7 @@ import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_tiny_models import vocab  # noqa: E402
+from make_tiny_models import add_tiny_vocab  # noqa: E402
 
 N_VOCAB = 512
 SEED = 4321
@@ -147,16 +147,7 @@ def write_model(path, name):
         wr.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         wr.add_rope_scaling_factor(8.0)
         wr.add_sliding_window(32)
-    tokens, scores, types = vocab(N_VOCAB)
-    wr.add_tokenizer_model("llama")
-    wr.add_token_list(tokens)
-    wr.add_token_scores(scores)
-    wr.add_token_types(types)
-    wr.add_unk_token_id(0)
-    wr.add_bos_token_id(1)
-    wr.add_eos_token_id(2)
-    wr.add_add_bos_token(True)
-    wr.add_add_eos_token(False)
+    add_tiny_vocab(wr, N_VOCAB)
     for tname, x in make_weights(name, arch, s, rng).items():
         if x.ndim == 1:
             wr.add_tensor(tname, x)

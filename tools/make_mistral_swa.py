@@ -27,7 +27,7 @@ import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_tiny_models import vocab  # noqa: E402  (the shared 512-entry vocabulary)
+from make_tiny_models import add_tiny_vocab  # noqa: E402  (the shared 512-entry vocabulary)
 
 N_EMBD = 128
 N_FF = 128
@@ -89,16 +89,7 @@ def write_model(path):
     wr.add_sliding_window(WINDOW)  # llama.attention.sliding_window
     wr.add_vocab_size(N_VOCAB)
     wr.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
-    tokens, scores, types = vocab(N_VOCAB)
-    wr.add_tokenizer_model("llama")
-    wr.add_token_list(tokens)
-    wr.add_token_scores(scores)
-    wr.add_token_types(types)
-    wr.add_unk_token_id(0)
-    wr.add_bos_token_id(1)
-    wr.add_eos_token_id(2)
-    wr.add_add_bos_token(True)
-    wr.add_add_eos_token(False)
+    add_tiny_vocab(wr, N_VOCAB)
     for name, x in weights().items():
         wr.add_tensor(name, x if x.ndim == 1 else x.astype(np.float16))
     wr.write_header_to_file()

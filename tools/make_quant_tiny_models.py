@@ -137,16 +137,7 @@ def write_model(path, type_name):
     wr.add_layer_norm_rms_eps(tiny.RMS_EPS)
     wr.add_vocab_size(tiny.N_VOCAB)
     wr.add_file_type(int(ftype))
-    tokens, scores, types = tiny.vocab()
-    wr.add_tokenizer_model("llama")
-    wr.add_token_list(tokens)
-    wr.add_token_scores(scores)
-    wr.add_token_types(types)
-    wr.add_unk_token_id(0)
-    wr.add_bos_token_id(1)
-    wr.add_eos_token_id(2)
-    wr.add_add_bos_token(True)
-    wr.add_add_eos_token(False)
+    tiny.add_tiny_vocab(wr)
     stds = []
     for name, (arr, raw) in tensors(type_name).items():
         wr.add_tensor(name, arr, raw_dtype=raw)

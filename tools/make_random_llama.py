@@ -106,16 +106,7 @@ def write_model(path, shape, qtype, ftype):
     wr.add_layer_norm_rms_eps(RMS_EPS)
     wr.add_vocab_size(n_vocab)
     wr.add_file_type(int(ftype))
-    tokens, scores, types = make_tiny_models.vocab(n_vocab)
-    wr.add_tokenizer_model("llama")
-    wr.add_token_list(tokens)
-    wr.add_token_scores(scores)
-    wr.add_token_types(types)
-    wr.add_unk_token_id(0)
-    wr.add_bos_token_id(1)
-    wr.add_eos_token_id(2)
-    wr.add_add_bos_token(True)
-    wr.add_add_eos_token(False)
+    make_tiny_models.add_tiny_vocab(wr, n_vocab)
 
     rng = np.random.default_rng(SEED)
     n_params = 0

@@ -181,6 +181,22 @@ def vocab(n_vocab=N_VOCAB):
     return tokens, scores, [int(t) for t in types]
 
 
+def add_tiny_vocab(wr, n_vocab=N_VOCAB):
+    """Writes vocab(n_vocab) as a SentencePiece ("llama") tokenizer with
+    <unk> = 0, <s> = 1, </s> = 2 and a BOS added (every generated model
+    uses this block, so their metadata stays identical)."""
+    tokens, scores, types = vocab(n_vocab)
+    wr.add_tokenizer_model("llama")
+    wr.add_token_list(tokens)
+    wr.add_token_scores(scores)
+    wr.add_token_types(types)
+    wr.add_unk_token_id(0)
+    wr.add_bos_token_id(1)
+    wr.add_eos_token_id(2)
+    wr.add_add_bos_token(True)
+    wr.add_add_eos_token(False)
+
+
 def weights():
     """name -> float32 array in numpy (rows, cols) order; GGUF dims are reversed."""
     rng = np.random.default_rng(SEED)
@@ -219,16 +235,7 @@ def write_model(path, type_name):
     wr.add_layer_norm_rms_eps(RMS_EPS)
     wr.add_vocab_size(N_VOCAB)
     wr.add_file_type(int(ftype))
-    tokens, scores, types = vocab()
-    wr.add_tokenizer_model("llama")
-    wr.add_token_list(tokens)
-    wr.add_token_scores(scores)
-    wr.add_token_types(types)
-    wr.add_unk_token_id(0)
-    wr.add_bos_token_id(1)
-    wr.add_eos_token_id(2)
-    wr.add_add_bos_token(True)
-    wr.add_add_eos_token(False)
+    add_tiny_vocab(wr)
     max_err = 0.0
     for name, x in weights().items():
         if x.ndim == 1:
