@@ -4,12 +4,16 @@ import ctypes
 
 from . import _native as N
 from ._errors import ERR_BUFFER_TOO_SMALL, OK
-from ._library import as_dict, check, closed, init_struct, library
+from ._handle import NativeHandle
+from ._library import as_dict, check, init_struct, library
 from .session import Session
 
-class Model:
+class Model(NativeHandle):
     """A loaded GGUF model. Thread-safe; close() (or `with`) releases the
     caller's reference (sessions keep their own)."""
+
+    _KIND = "model"
+    _FREE = "llm_model_free"
 
     def __init__(self, path, *, vocab_only=False, n_threads=0, kv_budget_bytes=0,
                  deterministic=False, batch_tokens=0, progress=None):
@@ -37,29 +41,6 @@ class Model:
         check(status)
         self._h = handle.value
         self._eog_cache = {}
-
-    @property
-    def handle(self):
-        if self._h is None:
-            raise closed("model")
-        return self._h
-
-    def close(self):
-        h, self._h = getattr(self, "_h", None), None
-        if h is not None:
-            library().llm_model_free(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def info(self):
         info = init_struct(N.ModelInfo, "llm_model_info_init_v")

@@ -5,7 +5,8 @@ import ctypes
 
 from . import _native as N
 from ._errors import ERR_BUFFER_TOO_SMALL, KV_F16
-from ._library import as_dict, check, closed, init_struct, library
+from ._handle import NativeHandle
+from ._library import as_dict, check, init_struct, library
 
 _SAMPLER_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty",
                    "presence_penalty", "frequency_penalty", "penalty_last_n")
@@ -27,12 +28,15 @@ class Generation:
             self.text, self.stop_reason, self.n_generated)
 
 
-class Session:
+class Session(NativeHandle):
     """A conversation state on a model: history, KV cache, sampler.
 
     Sampler settings (temperature, top_k, top_p, min_p, repeat_penalty,
     presence_penalty, frequency_penalty, penalty_last_n) default to the
     library's; temperature=0 is greedy."""
+
+    _KIND = "session"
+    _FREE = "llm_session_free"
 
     def __init__(self, model, *, n_ctx=0, kv_type=KV_F16, seed=0, _handle=None, **sampler):
         self._model = model
@@ -55,31 +59,6 @@ class Session:
     @property
     def model(self):
         return self._model
-
-    @property
-    def handle(self):
-        if self._h is None:
-            raise closed("session")
-        return self._h
-
-    def close(self):
-        """Free the session. Safe from any thread, also while another thread
-        runs a call on it: that call stops and the memory goes when it returns."""
-        h, self._h = getattr(self, "_h", None), None
-        if h is not None:
-            library().llm_session_free(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _tokens(self, prompt):
         if isinstance(prompt, (str, bytes)):
