@@ -123,6 +123,29 @@ pub(crate) fn c_string(what: &str, s: &str) -> Result<CString> {
     })
 }
 
+/// Calls `fill(buffer, &mut needed)` with a buffer of `initial` elements and,
+/// while it answers `LLM_ERR_BUFFER_TOO_SMALL`, again with `needed + spare`
+/// elements (`spare` = 1 where the C function also writes a NUL); returns the
+/// first `needed` elements.
+pub(crate) fn call_growing<T: Copy + Default>(
+    initial: usize,
+    spare: usize,
+    mut fill: impl FnMut(&mut [T], &mut usize) -> sys::llm_status,
+) -> Result<Vec<T>> {
+    let mut buf = vec![T::default(); initial];
+    loop {
+        let mut n = 0usize;
+        let status = fill(&mut buf, &mut n);
+        if status == sys::LLM_ERR_BUFFER_TOO_SMALL && n + spare > buf.len() {
+            buf.resize(n + spare, T::default());
+            continue;
+        }
+        check(status)?;
+        buf.truncate(n);
+        return Ok(buf);
+    }
+}
+
 fn c_chars(chars: &[c_char]) -> String {
     let bytes: Vec<u8> = chars
         .iter()
@@ -257,11 +280,9 @@ impl Model {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<Token>> {
-        let mut tokens: Vec<Token> = vec![0; text.len() + 4];
-        loop {
-            let mut n = 0usize;
+        call_growing(text.len() + 4, 0, |tokens: &mut [Token], n| {
             // Safety: text is len bytes; tokens holds capacity entries.
-            let status = unsafe {
+            unsafe {
                 sys::llm_tokenize(
                     self.raw(),
                     text.as_ptr() as *const c_char,
@@ -270,52 +291,34 @@ impl Model {
                     parse_special as i32,
                     tokens.as_mut_ptr(),
                     tokens.len(),
-                    &mut n,
+                    n,
                 )
-            };
-            if status == sys::LLM_ERR_BUFFER_TOO_SMALL && n > tokens.len() {
-                tokens.resize(n, 0);
-                continue;
             }
-            check(status)?;
-            tokens.truncate(n);
-            return Ok(tokens);
-        }
+        })
     }
 
     /// The bytes of one token (possibly part of a UTF-8 sequence).
     pub fn token_to_piece(&self, token: Token, render_special: bool) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; 32];
-        loop {
-            let mut n = 0usize;
+        call_growing(32, 0, |buf: &mut [u8], n| {
             // Safety: buf holds capacity bytes.
-            let status = unsafe {
+            unsafe {
                 sys::llm_token_to_piece(
                     self.raw(),
                     token,
                     render_special as i32,
                     buf.as_mut_ptr() as *mut c_char,
                     buf.len(),
-                    &mut n,
+                    n,
                 )
-            };
-            if status == sys::LLM_ERR_BUFFER_TOO_SMALL && n > buf.len() {
-                buf.resize(n, 0);
-                continue;
             }
-            check(status)?;
-            buf.truncate(n);
-            return Ok(buf);
-        }
+        })
     }
 
     /// The text of a token sequence (invalid UTF-8 replaced).
     pub fn detokenize(&self, tokens: &[Token], render_special: bool) -> Result<String> {
-        let mut buf = vec![0u8; tokens.len() * 8 + 1];
-        loop {
-            let mut n = 0usize;
+        let buf = call_growing(tokens.len() * 8 + 1, 1, |buf: &mut [u8], n| {
             // Safety: tokens and buf are valid for their lengths.
-            let status = unsafe {
+            unsafe {
                 sys::llm_detokenize(
                     self.raw(),
                     tokens.as_ptr(),
@@ -323,17 +326,11 @@ impl Model {
                     render_special as i32,
                     buf.as_mut_ptr() as *mut c_char,
                     buf.len(),
-                    &mut n,
+                    n,
                 )
-            };
-            if status == sys::LLM_ERR_BUFFER_TOO_SMALL && n + 1 > buf.len() {
-                buf.resize(n + 1, 0);
-                continue;
             }
-            check(status)?;
-            buf.truncate(n);
-            return Ok(String::from_utf8_lossy(&buf).into_owned());
-        }
+        })?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
     /// Whether `token` ends a generation (EOS, EOT, ...).
@@ -390,11 +387,9 @@ impl Model {
             })
             .collect();
         let template_ptr = template.as_ref().map_or(ptr::null(), |t| t.as_ptr());
-        let mut buf = vec![0u8; 256];
-        loop {
-            let mut n = 0usize;
+        let buf = call_growing(256, 1, |buf: &mut [u8], n| {
             // Safety: every pointer outlives the call; buf holds capacity bytes.
-            let status = unsafe {
+            unsafe {
                 sys::llm_chat_format_v(
                     self.raw(),
                     template_ptr,
@@ -404,17 +399,11 @@ impl Model {
                     add_generation_prompt as i32,
                     buf.as_mut_ptr() as *mut c_char,
                     buf.len(),
-                    &mut n,
+                    n,
                 )
-            };
-            if status == sys::LLM_ERR_BUFFER_TOO_SMALL && n + 1 > buf.len() {
-                buf.resize(n + 1, 0);
-                continue;
             }
-            check(status)?;
-            buf.truncate(n);
-            return Ok(String::from_utf8_lossy(&buf).into_owned());
-        }
+        })?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
     pub fn kv_stats(&self) -> Result<KvStats> {
