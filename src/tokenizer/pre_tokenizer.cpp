@@ -116,6 +116,36 @@ size_t MatchThreeDigits(const std::vector<uint32_t>& c, size_t pos, size_t end) 
   return pos;
 }
 
+// The Unicode flags of position p of a fragment [b, e) of `cpts`. Positions
+// outside the fragment have no flags at all (every predicate is false), which
+// is what makes lookaheads such as (?!\S) succeed at a fragment's end.
+struct PositionFlags {
+  bool valid = false;
+  CodepointFlags f;
+  bool letter() const { return valid && f.is_letter(); }
+  bool mark() const { return valid && f.category == kUcAccentMark; }
+  bool number() const { return valid && f.is_number(); }
+  bool space() const { return valid && f.whitespace; }
+  bool other() const { return valid && !f.whitespace && !f.is_letter() && !f.is_number(); }
+};
+
+class FragmentFlags {
+ public:
+  FragmentFlags(const std::vector<uint32_t>& cpts, size_t b, size_t e) : cpts_(cpts), b_(b), e_(e) {}
+  PositionFlags operator()(size_t p) const {
+    PositionFlags r;
+    if (p >= b_ && p < e_) {
+      r.valid = true;
+      r.f = GetCodepointFlags(cpts_[p]);
+    }
+    return r;
+  }
+
+ private:
+  const std::vector<uint32_t>& cpts_;
+  size_t b_, e_;
+};
+
 // GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // with real Unicode categories (not collapsed), as llama.cpp's hand-written
 // unicode_regex_split_custom_gpt2. Positions outside the fragment have no
@@ -128,22 +158,7 @@ Offsets SplitGpt2(const std::vector<uint32_t>& cpts, const Offsets& in) {
     const size_t b = start;
     const size_t e = start + len;
     start = e;
-    struct F {
-      bool valid = false;
-      CodepointFlags f;
-      bool letter() const { return valid && f.is_letter(); }
-      bool number() const { return valid && f.is_number(); }
-      bool space() const { return valid && f.whitespace; }
-      bool other() const { return valid && !f.whitespace && !f.is_letter() && !f.is_number(); }
-    };
-    auto flags = [&](size_t p) {
-      F r;
-      if (p >= b && p < e) {
-        r.valid = true;
-        r.f = GetCodepointFlags(cpts[p]);
-      }
-      return r;
-    };
+    const FragmentFlags flags(cpts, b, e);
     size_t prev_end = b;
     auto add = [&](size_t end) {
       if (end > prev_end) out.push_back(end - prev_end);
@@ -169,7 +184,7 @@ Offsets SplitGpt2(const std::vector<uint32_t>& cpts, const Offsets& in) {
         }
       }
       const bool sp = (c == ' ');
-      const F f2 = sp ? flags(pos + 1) : flags(pos);
+      const PositionFlags f2 = sp ? flags(pos + 1) : flags(pos);
       if (f2.letter()) {
         pos += sp;
         while (flags(pos).letter()) ++pos;
@@ -222,26 +237,10 @@ Offsets SplitLlama3Family(const std::vector<uint32_t>& cpts, const Offsets& in, 
     const size_t b = start;
     const size_t e = start + len;
     start = e;
-    // Flags of position p; positions outside the fragment have none.
-    struct F {
-      bool valid = false;
-      CodepointFlags f;
-      bool letter() const { return valid && f.is_letter(); }
-      bool mark() const { return valid && f.category == kUcAccentMark; }
-      bool number() const { return valid && f.is_number(); }
-      bool space() const { return valid && f.whitespace; }
-    };
-    auto flags = [&](size_t p) {
-      F r;
-      if (p >= b && p < e) {
-        r.valid = true;
-        r.f = GetCodepointFlags(cpts[p]);
-      }
-      return r;
-    };
-    auto word_char = [&](const F& f) { return f.letter() || (marks_are_letters && f.mark()); };
+    const FragmentFlags flags(cpts, b, e);
+    auto word_char = [&](const PositionFlags& f) { return f.letter() || (marks_are_letters && f.mark()); };
     // [^\s\p{L}\p{N}] (and not \p{M} when marks are letters).
-    auto other = [&](const F& f) {
+    auto other = [&](const PositionFlags& f) {
       return f.valid && !f.space() && !f.letter() && !f.number() &&
              !(marks_are_letters && f.mark());
     };
@@ -254,7 +253,7 @@ Offsets SplitLlama3Family(const std::vector<uint32_t>& cpts, const Offsets& in, 
     size_t pos = b;
     while (pos < e) {
       const uint32_t c = cpts[pos];
-      const F f = flags(pos);
+      const PositionFlags f = flags(pos);
       // (?i:'s|'t|'re|'ve|'m|'ll|'d)
       if (c == '\'' && pos + 1 < e) {
         const uint32_t n1 = lower(cpts[pos + 1]);
@@ -293,7 +292,7 @@ Offsets SplitLlama3Family(const std::vector<uint32_t>& cpts, const Offsets& in, 
         continue;
       }
       // " ?[^\s\p{L}\p{N}]+[\r\n]*"
-      const F f2 = (c == ' ') ? flags(pos + 1) : f;
+      const PositionFlags f2 = (c == ' ') ? flags(pos + 1) : f;
       if (other(f2) || (c == ' ' && !f2.valid)) {
         pos += (c == ' ');
         while (other(flags(pos))) ++pos;
