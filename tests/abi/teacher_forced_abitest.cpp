@@ -361,6 +361,9 @@ struct Case {
   const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
   // tests/data/arch/<arch_model>.gguf (tools/make_arch_models.py), or nullptr.
   const char *arch_model = nullptr;
+  // > 0: the sessions' n_ctx, as the reference's context (Phi-3 chooses its
+  // LongRoPE factors by it); 0: room for the longest prompt, rounded to 64.
+  int32_t n_ctx = 0;
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -491,6 +494,7 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   // Room for the longest prompt and its continuation, rounded up to 64 (the
   // tiny models are trained for 256 positions; the longest prompt needs 232).
   sp.n_ctx = static_cast<int32_t>((max_len + g.n_cont + 63) / 64 * 64);
+  if (c.n_ctx > 0) sp.n_ctx = c.n_ctx;
   sp.kv_type = c.kv_type;
 
   const double scale = 1.0 / g.inv_scale;
@@ -721,7 +725,7 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
       "tiny-llama-Q2_K", "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
       "tiny-llama-Q5_1", "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-mistral-swa-F16",
       "tiny-llama3",     "tiny-llama-linear", "tiny-qwen2",        "tiny-qwen3",
-      "tiny-phi3",       "tiny-gemma2",       "tiny-gemma3"};
+      "tiny-phi3",       "tiny-phi3-long",    "tiny-gemma2",       "tiny-gemma3"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -741,7 +745,8 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
                        n.find("Q2_K") != std::string::npos || n.find("Q3_K") != std::string::npos ||
                        n.find("IQ4") != std::string::npos;
     const bool arch = n == "tiny-llama3" || n == "tiny-llama-linear" || n == "tiny-qwen2" ||
-                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-gemma2" ||
+                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-phi3-long" ||
+                      n == "tiny-gemma2" ||
                       n == "tiny-gemma3";
     EXPECT_GE(g.prompts.size(), small                                   ? 6u
                                 : (n == "tiny-mistral-swa-F16" || arch) ? 10u
@@ -816,6 +821,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Qwen3_QkNorm", "tiny-qwen3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-qwen3"},
         Case{"Phi3_FusedLongRope", "tiny-phi3", nullptr, LLM_KV_F32, 0, false, nullptr,
              "tiny-phi3"},
+        // The same model at n_ctx 8192 > its original context 4096: the long
+        // LongRoPE factors (the reference ran with n_ctx 8192 too).
+        Case{"Phi3_LongFactors", "tiny-phi3-long", nullptr, LLM_KV_F32, 0, false, nullptr,
+             "tiny-phi3", 8192},
         Case{"Gemma2", "tiny-gemma2", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma2"},
         Case{"Gemma3", "tiny-gemma3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma3"}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
