@@ -61,10 +61,11 @@
 // with no ulp to spare. The Q8_K types (Q2_K, Q3_K, Q5_K, IQ4_XS) hold it up
 // to 96 tokens, Q2_K and Q5_K exactly, Q3_K and IQ4_XS with a 1-ulp logit
 // somewhere; beyond, a few positions of the two longest prompts drift by
-// ~0.02. Their kernels and activation quantizer equal ggml-cpu's bit for bit
-// (docs/KQUANTS.md), so the cause is a rare 1-ulp difference upstream that
-// Q8_K's unrounded f32 scale passes on (a Q8_0 / Q8_1 activation scale is
-// rounded to f16 and hides it). Their tiny models
+// ~0.02. libllm follows ggml's vec_dot order at every row count; the
+// reference multiplies prompts of 8+ tokens with ggml-cpu's tiled K-quant
+// matmul, whose f32 order differs by an ulp (docs/KQUANTS.md: against a
+// reference run with GGML_CPU_TILED_MM=0 every position is exact), and
+// Q8_K's unrounded f32 scale passes such ulps on. Their tiny models
 // are made at test time by tools/make_quant_tiny_models.py (numpy + gguf),
 // which checks each file's sha256 against the golden's .json.
 //
