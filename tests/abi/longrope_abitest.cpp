@@ -107,13 +107,14 @@ TEST_F(LongRopeTest, ChoiceFlipsAboveTheOriginalContext) {
   EXPECT_EQ(MaxAbsDiff(short64, short4095), 0.0);
   EXPECT_EQ(MaxAbsDiff(short64, short4096), 0.0);
   EXPECT_EQ(MaxAbsDiff(long4097, long8192), 0.0);
-  EXPECT_GT(MaxAbsDiff(short4096, long4097), 0.05) << "n_ctx 4097 must rotate with the long factors";
+  EXPECT_GT(MaxAbsDiff(short4096, long4097), 0.05)
+      << "n_ctx 4097 must rotate with the long factors";
 }
 
 // A short session's cached prefix is not handed to a long session (their K
 // rows differ), but long sessions share prefixes among themselves.
 TEST_F(LongRopeTest, PrefixCacheKeepsShortAndLongApart) {
-  const std::vector<llm_token> prompt = RandomTokens(70, 11);  // > 4 F32 blocks
+  const std::vector<llm_token> prompt = RandomTokens(70, 11);                  // > 4 F32 blocks
   const std::vector<float> want_long = LogitsAfter(2 * kOriginalCtx, prompt);  // registers long
   {
     SessionPtr s = NewSession(kOriginalCtx);
