@@ -442,7 +442,12 @@ LLM_API llm_status llm_sampler_ext_init_v(llm_sampler_ext *ext, size_t struct_si
 typedef struct llm_session_params {
   uint32_t struct_size;
   int32_t n_ctx;            /* context length; 0 = the model's trained context,
-                               capped at 4096 */
+                               capped at 4096. It also selects a Phi-3
+                               (LongRoPE) model's rotation, as llama.cpp's
+                               context does: the long factors when n_ctx
+                               exceeds the model's original context
+                               (rope.scaling.original_context_length), else
+                               the short ones (docs/ARCHITECTURE.md) */
   int32_t kv_type;          /* LLM_KV_F16 (default) or LLM_KV_F32 */
   int32_t n_threads;        /* ignored since 0.2: sessions' steps are batched
                                and run on the model's n_threads */
@@ -605,7 +610,9 @@ LLM_API llm_status llm_session_save(llm_session *session, void *buf, size_t capa
 
 /* Replace the session's state with one saved by llm_session_save from a
  * session of the same model with the same kv_type. A buffer from another
- * model, another KV type, a newer format, or corrupt in any byte is refused
+ * model, another KV type, a newer format, corrupt in any byte, or (Phi-3)
+ * from a session whose n_ctx lies on the other side of the model's original
+ * context (its KV was rotated with the other LongRoPE factors) is refused
  * (LLM_ERR_INVALID_ARGUMENT / LLM_ERR_UNSUPPORTED, with a message) and the
  * session is left unchanged; so is one whose history does not fit the
  * session's n_ctx (LLM_ERR_CONTEXT_FULL) or the KV pool (LLM_ERR_KV_FULL). */

@@ -75,13 +75,16 @@ enum class ActivationRows { kTokens, kLogitRows };
 // positions (the block table did copy-on-write); ids of blocks that a
 // windowed table released (every position in them is out of every window of
 // the pass, see Attention) are -1. wants_logits: its last
-// row's logits are produced (a logit row).
+// row's logits are produced (a logit row). rope_long: its rows rotate with
+// RopeSpec::freq_factors_long instead of freq_factors (Phi-3 LongRoPE: the
+// session's context exceeds the model's original one, model/llama.h).
 struct PassSequence {
   int64_t row0 = 0;
   int64_t n_rows = 0;
   int64_t pos0 = 0;
   KvBlockList kv;
   bool wants_logits = false;
+  bool rope_long = false;
 };
 
 // A ragged batch. tokens: [n_rows] ids, validated against the vocabulary by
@@ -97,8 +100,11 @@ struct PassDesc {
 // cos / sin are multiplied by attn_factor (ggml's rope_ext without YaRN
 // extrapolation); neox pairs (i, i + rope_dims/2) instead of (2i, 2i + 1).
 // factor_i comes from freq_factors, a vector of rope_dims/2 entries (Llama
-// 3's rope_freqs, Phi-3's LongRoPE factors), or is 1 when it is unset
-// (index -1). Linear rope scaling is freq_scale = 1 / factor.
+// 3's rope_freqs, Phi-3's LongRoPE short factors), or is 1 when it is unset
+// (index -1); for the rows of a sequence with PassSequence::rope_long it
+// comes from freq_factors_long instead (Phi-3's long factors; 1 when unset),
+// so one pass can hold sessions of both kinds. Linear rope scaling is
+// freq_scale = 1 / factor.
 struct RopeSpec {
   int64_t head_dim = 0;
   int64_t rope_dims = 0;
@@ -106,7 +112,8 @@ struct RopeSpec {
   bool neox = false;
   float freq_scale = 1.0f;
   float attn_factor = 1.0f;
-  WeightId freq_factors;  // [rope_dims / 2] or unset
+  WeightId freq_factors;       // [rope_dims / 2] or unset
+  WeightId freq_factors_long;  // [rope_dims / 2] or unset: rows of rope_long sequences
 };
 
 // How Attention scores a query against a key: s = scale * (q . k), then,

@@ -33,9 +33,11 @@ void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_
                            uint64_t seed, const SamplerConfig& sampler) {
   model_ = std::move(model);
   n_ctx_ = n_ctx;
+  rope_long_ = model_->llama().UsesLongRope(n_ctx);
   kv_type_ = kv_type;
   seed_ = seed;
-  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx, model_->kv_window());
+  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx, model_->kv_window(),
+                                       KvVariant());
   sampler_ = std::make_unique<Sampler>(sampler);
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
@@ -275,6 +277,7 @@ SequenceStep Session::StepFor(const ScheduledChunk& chunk) {
   step.tokens = chunk.tokens;
   step.pos0 = static_cast<int64_t>(tokens_.size()) - (rewrite_last_ ? 1 : 0);
   step.logits = chunk.last ? step_logits_.data() : nullptr;
+  step.rope_long = rope_long_;
   return step;
 }
 
@@ -353,6 +356,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {
   std::unique_ptr<Session> child(new Session());
   child->model_ = model_;
   child->n_ctx_ = n_ctx_;
+  child->rope_long_ = rope_long_;
   child->kv_type_ = kv_type_;
   child->seed_ = seed_;
   child->kv_ = kv_->Fork();
@@ -368,9 +372,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Fork() const {
 
 namespace {
 
-SessionState StateOf(const Model& model, KvType kv_type, const std::vector<int32_t>& tokens,
-                     uint64_t seed, const Sampler& sampler, const Rng& rng, bool has_logits,
-                     const std::vector<float>& logits) {
+SessionState StateOf(const Model& model, KvType kv_type, bool rope_long,
+                     const std::vector<int32_t>& tokens, uint64_t seed, const Sampler& sampler,
+                     const Rng& rng, bool has_logits, const std::vector<float>& logits) {
   SessionState state;
   state.model_fingerprint = model.fingerprint();
   state.kv_type = kv_type;
@@ -380,21 +384,22 @@ SessionState StateOf(const Model& model, KvType kv_type, const std::vector<int32
   state.rng_state = rng.state();
   state.has_logits = has_logits;
   if (has_logits) state.logits = logits;
+  state.rope_long = rope_long;
   return state;
 }
 
 }  // namespace
 
 size_t Session::SaveSize() const {
-  const SessionState state =
-      StateOf(*model_, kv_type_, tokens_, seed_, *sampler_, rng_, has_logits_, logits_);
+  const SessionState state = StateOf(*model_, kv_type_, rope_long_, tokens_, seed_, *sampler_,
+                                     rng_, has_logits_, logits_);
   return SerializedSessionSize(state, model_->kv_layout());
 }
 
 absl::StatusOr<size_t> Session::Save(uint8_t* out, size_t capacity) const {
   if (step_pending()) return Error(LLM_ERR_BUSY, "a step is pending on this session");
-  const SessionState state =
-      StateOf(*model_, kv_type_, tokens_, seed_, *sampler_, rng_, has_logits_, logits_);
+  const SessionState state = StateOf(*model_, kv_type_, rope_long_, tokens_, seed_, *sampler_,
+                                     rng_, has_logits_, logits_);
   const KvLayout layout = model_->kv_layout();
   const size_t size = SerializedSessionSize(state, layout);
   if (out == nullptr || capacity < size) {
@@ -414,8 +419,9 @@ absl::Status Session::Load(const uint8_t* data, size_t size) {
   expect.n_vocab = model_->hparams().n_vocab;
   expect.n_ctx = n_ctx_;
   expect.layout = &layout;
-  auto fresh =
-      std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_, model_->kv_window());
+  expect.rope_long = rope_long_;
+  auto fresh = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_,
+                                              model_->kv_window(), KvVariant());
   SessionState state;
   LLM_RETURN_IF_ERROR(DeserializeSession(data, size, expect, &state, fresh.get()));
   Rng rng = rng_;

@@ -48,6 +48,9 @@ class Session : private StepClient {
 
   const Model& model() const { return *model_; }
   int64_t n_ctx() const { return n_ctx_; }
+  // Whether its tokens rotate with LongRoPE's long factors (Phi-3, n_ctx above
+  // the original context).
+  bool rope_long() const { return rope_long_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   bool has_logits() const { return has_logits_; }
   absl::Span<const float> logits() const { return logits_; }
@@ -143,6 +146,11 @@ class Session : private StepClient {
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_ = 0;
+  // LongRoPE long factors (LlamaModel::UsesLongRope(n_ctx_)): fixed for the
+  // session's life, so its KV is rotated one way; its blocks are shared only
+  // with sessions rotating alike (BlockKey::variant).
+  bool rope_long_ = false;
+  uint32_t KvVariant() const { return rope_long_ ? 1u : 0u; }
   KvType kv_type_ = KvType::kF16;
   uint64_t seed_ = 0;
   std::unique_ptr<KvBlockTable> kv_;

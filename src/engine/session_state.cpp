@@ -22,7 +22,7 @@ constexpr size_t kOffFingerprint = 24;  // u64
 constexpr size_t kOffNLayer = 32;       // u32
 constexpr size_t kOffNHeadKv = 36;      // u32
 constexpr size_t kOffHeadDim = 40;      // u32
-constexpr size_t kOffFlags = 44;        // u32: bit 0 has_logits, others 0
+constexpr size_t kOffFlags = 44;        // u32: bit 0 has_logits, bit 1 rope_long, others 0
 constexpr size_t kOffNTokens = 48;      // u64
 constexpr size_t kOffNLogits = 56;      // u64: 0, or n_vocab when has_logits
 constexpr size_t kOffSeed = 64;         // u64
@@ -31,6 +31,7 @@ constexpr size_t kOffSampler = 104;     // 8 x 32-bit fields (SamplerConfig orde
 constexpr size_t kHeaderBytes = 136;
 constexpr size_t kTrailerBytes = 4;  // u32 CRC-32 of every byte before it
 constexpr uint32_t kFlagHasLogits = 1;
+constexpr uint32_t kFlagRopeLong = 2;  // K rows rotated with LongRoPE's long factors
 
 constexpr bool kLittleEndianHost =
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
@@ -266,8 +267,20 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
 
   // 4. Consistent: flags and counts add up to exactly the buffer.
   const uint32_t flags = Get32(data + kOffFlags);
-  if ((flags & ~kFlagHasLogits) != 0) return Corrupt(absl::StrFormat("unknown flags %#x", flags));
+  if ((flags & ~(kFlagHasLogits | kFlagRopeLong)) != 0) {
+    return Corrupt(absl::StrFormat("unknown flags %#x", flags));
+  }
   const bool has_logits = (flags & kFlagHasLogits) != 0;
+  // The K rows are only valid for a session that rotates the same way
+  // (LlamaModel::UsesLongRope of its n_ctx).
+  const bool rope_long = (flags & kFlagRopeLong) != 0;
+  if (rope_long != expect.rope_long) {
+    return Errorf(LLM_ERR_INVALID_ARGUMENT,
+                  "the buffer's KV was computed with the %s LongRoPE factors but this session "
+                  "(n_ctx = %d) uses the %s ones: its context must be on the same side of the "
+                  "model's original context",
+                  rope_long ? "long" : "short", expect.n_ctx, expect.rope_long ? "long" : "short");
+  }
   const uint64_t n_logits = Get64(data + kOffNLogits);
   if (!has_logits && n_logits != 0) return Corrupt("logits stored without the has-logits flag");
   if (has_logits && n_logits != static_cast<uint64_t>(expect.n_vocab)) {
@@ -350,6 +363,7 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   state->rng_state = rng;
   state->has_logits = has_logits;
   state->logits = std::move(logits);
+  state->rope_long = rope_long;
   return absl::OkStatus();
 }
 
@@ -377,7 +391,8 @@ absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
   Put32(out + kOffNLayer, static_cast<uint32_t>(layout.n_layer));
   Put32(out + kOffNHeadKv, static_cast<uint32_t>(layout.n_head_kv));
   Put32(out + kOffHeadDim, static_cast<uint32_t>(layout.head_dim));
-  Put32(out + kOffFlags, state.has_logits ? kFlagHasLogits : 0);
+  Put32(out + kOffFlags, (state.has_logits ? kFlagHasLogits : 0) |
+                            (state.rope_long ? kFlagRopeLong : 0));
   Put64(out + kOffNTokens, n);
   Put64(out + kOffNLogits, n_logits);
   Put64(out + kOffSeed, state.seed);

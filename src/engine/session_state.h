@@ -40,6 +40,7 @@ struct SessionState {
   std::array<uint64_t, 4> rng_state{};  // Rng::state()
   bool has_logits = false;
   std::vector<float> logits;  // n_vocab floats when has_logits
+  bool rope_long = false;     // KV rotated with LongRoPE's long factors (flag bit 1)
 };
 
 // Bytes SerializeSession will write for this state (the logits count only
@@ -61,6 +62,7 @@ struct SessionLoadExpect {
   int64_t n_vocab = 0;               // token ids must be < n_vocab; logits count
   int64_t n_ctx = 0;                 // the loading session's context
   const KvLayout* layout = nullptr;  // the loading model's KV layout
+  bool rope_long = false;            // the loading session uses LongRoPE's long factors
 };
 
 // Validates the whole buffer before writing anything, then fills kv and
@@ -75,6 +77,7 @@ struct SessionLoadExpect {
 //   KV type                                         -> INVALID_ARGUMENT (names both)
 //   KV layout (n_layer, n_head_kv, head_dim)        -> INVALID_ARGUMENT
 //   n_tokens <= n_ctx                               -> CONTEXT_FULL
+//   flag bit 1 (LongRoPE long factors) == expect.rope_long -> INVALID_ARGUMENT
 //   flags, logits count (0 or n_vocab), sizes adding up exactly,
 //   token ids in [0, n_vocab), sampler settings (ValidateSamplerConfig),
 //   RNG state not all zero                          -> INVALID_ARGUMENT

@@ -47,6 +47,7 @@ uint64_t BlockKey::Hash() const {
   // only (never persisted), so the constants are free to change.
   uint64_t h = Mix64(prefix_hash ^ 0x6b76626c6f636b31ull);  // "kvblock1"
   h = Mix64(h ^ (type == KvType::kF16 ? 0x16u : 0x32u));
+  if (variant != 0) h = Mix64(h ^ (0x76617200ull | variant));  // "var"
   for (const int32_t t : tokens) h = Mix64(h ^ static_cast<uint32_t>(t));
   h = Mix64(h ^ tokens.size());
   // 0 means "no prefix" to tables; never produce it.
@@ -56,7 +57,8 @@ uint64_t BlockKey::Hash() const {
 namespace {
 
 bool SameKey(const BlockKey& a, const BlockKey& b) {
-  return a.prefix_hash == b.prefix_hash && a.type == b.type && a.tokens == b.tokens;
+  return a.prefix_hash == b.prefix_hash && a.type == b.type && a.variant == b.variant &&
+         a.tokens == b.tokens;
 }
 
 struct BlockMeta {

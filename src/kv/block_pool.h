@@ -40,11 +40,14 @@ struct KvPoolStats {
 };
 
 // Identity of a full block's content: the chained hash of its prefix, its
-// tokens and the KV type (a hash match is confirmed by comparing these, so a
-// 64-bit collision cannot hand out wrong KV).
+// tokens, the KV type and the variant (a hash match is confirmed by comparing
+// these, so a 64-bit collision cannot hand out wrong KV).
 struct BlockKey {
   uint64_t prefix_hash = 0;        // hash of all blocks before it (0 for the first)
   KvType type = KvType::kF16;
+  // How the KV was computed besides its tokens: 0 normally, 1 with Phi-3's
+  // LongRoPE long factors (the same tokens give other K rows).
+  uint32_t variant = 0;
   std::vector<int32_t> tokens;     // block_tokens(type) ids
   uint64_t Hash() const;           // the chained hash of this block
 };

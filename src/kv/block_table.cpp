@@ -18,9 +18,11 @@
 
 namespace llm {
 
-KvBlockTable::KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx, int64_t window)
+KvBlockTable::KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx, int64_t window,
+                           uint32_t variant)
     : pool_(pool),
       type_(type),
+      variant_(variant),
       n_ctx_(n_ctx),
       block_tokens_(KvLayout::block_tokens(type)),
       window_(std::max<int64_t>(window, 0)) {}
@@ -195,6 +197,7 @@ void KvBlockTable::Commit(absl::Span<const int32_t> tokens) {
     BlockKey key;
     key.prefix_hash = i == 0 ? 0 : full_hashes_[i - 1];
     key.type = type_;
+    key.variant = variant_;
     try {
       key.tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(i) * block_tokens_,
                         tokens.begin() + static_cast<ptrdiff_t>(i + 1) * block_tokens_);
@@ -221,6 +224,7 @@ int64_t KvBlockTable::AdoptCachedPrefix(absl::Span<const int32_t> history, int64
     BlockKey key;
     key.prefix_hash = full_hashes_.empty() ? 0 : full_hashes_.back();
     key.type = type_;
+    key.variant = variant_;
     try {
       key.tokens.assign(history.begin() + n_positions_,
                         history.begin() + n_positions_ + block_tokens_);
@@ -277,7 +281,7 @@ void KvBlockTable::Truncate(int64_t n) {
 std::unique_ptr<KvBlockTable> KvBlockTable::Fork() const {
   // Copies first (they may throw bad_alloc), retains last, so a failure
   // leaves no reference behind.
-  auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_, window_);
+  auto child = std::make_unique<KvBlockTable>(pool_, type_, n_ctx_, window_, variant_);
   std::vector<int32_t> blocks = blocks_;
   std::vector<uint64_t> hashes;
   // Capacity for a hash per block, as Commit expects.

@@ -34,8 +34,11 @@ class KvBlockTable {
   static constexpr int32_t kReleased = -1;
 
   // window: the attention window of every layer whose K/V the table holds
-  // (0: full attention, nothing is ever released).
-  KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx, int64_t window = 0);
+  // (0: full attention, nothing is ever released). variant: BlockKey::variant
+  // of the blocks it registers and adopts (1: LongRoPE long factors), so
+  // prefixes are shared only between tables whose KV was computed alike.
+  KvBlockTable(KvBlockPool* pool, KvType type, int64_t n_ctx, int64_t window = 0,
+               uint32_t variant = 0);
   ~KvBlockTable();  // releases every block
   KvBlockTable(const KvBlockTable&) = delete;
   KvBlockTable& operator=(const KvBlockTable&) = delete;
@@ -45,6 +48,7 @@ class KvBlockTable {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t block_tokens() const { return block_tokens_; }
   int64_t window() const { return window_; }
+  uint32_t variant() const { return variant_; }
   // Blocks the table holds (entries other than kReleased).
   int64_t blocks_held() const;
 
@@ -108,6 +112,7 @@ class KvBlockTable {
  private:
   KvBlockPool* pool_;
   KvType type_;
+  uint32_t variant_ = 0;
   int64_t n_ctx_;
   int64_t block_tokens_;
   // Releases the blocks the window and the pin no longer need.

@@ -67,9 +67,6 @@ class Binder {
     return Vector(name, n);
   }
 
-  // Marks a tensor as deliberately unused (Phi-3's long rope factors).
-  void Skip(const std::string& name) { used_.insert(name); }
-
   // A tensor of the file that no operation reads: the pass would ignore
   // part of the model, so it is refused.
   absl::Status CheckAllUsed(const std::string& arch) const {
@@ -121,14 +118,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
     m->output_ = m->token_embd_;  // tied embeddings
   }
   // RoPE frequency factors, one per rotated pair, shared by every layer:
-  // Llama 3's rope_freqs; Phi-3's LongRoPE short factors. The long ones
-  // apply only to contexts beyond rope.scaling.original_context_length,
-  // which llama.cpp decides per context size; libllm rotates with the short
-  // ones (docs/ARCHITECTURE.md).
+  // Llama 3's rope_freqs; Phi-3's LongRoPE short and long factors (the long
+  // ones rotate the sessions whose context exceeds the original one,
+  // UsesLongRope; docs/ARCHITECTURE.md).
   const int64_t n_pairs = hp.rope_dims / 2;
   if (arch.longrope) {
     LLM_ASSIGN_OR_RETURN(m->rope_factors_, b.OptionalVector("rope_factors_short.weight", n_pairs));
-    b.Skip("rope_factors_long.weight");
+    LLM_ASSIGN_OR_RETURN(m->rope_factors_long_,
+                         b.OptionalVector("rope_factors_long.weight", n_pairs));
   } else {
     LLM_ASSIGN_OR_RETURN(m->rope_factors_, b.OptionalVector("rope_freqs.weight", n_pairs));
   }
@@ -195,6 +192,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& g
   return m;
 }
 
+bool LlamaModel::UsesLongRope(int64_t n_ctx) const {
+  // llama.cpp (llama_model::get_rope_factors): rope_long when the context of
+  // one sequence exceeds n_ctx_orig_yarn (rope.scaling.original_context_length,
+  // else the trained context). A file without rope_factors_long then
+  // rotates unscaled, as llama.cpp's null factors do.
+  return hp_.arch->longrope && n_ctx > hp_.n_ctx_orig;
+}
+
 absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& b,
                                  ForwardScratch& s) const {
   for (const SequenceStep& step : steps) {
@@ -214,6 +219,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     seq.pos0 = step.pos0;
     seq.kv = step.kv->block_list();
     seq.wants_logits = step.logits != nullptr;
+    seq.rope_long = step.rope_long;
     if (seq.wants_logits && seq.n_rows > 0) ++n_logit_rows;
     s.sequences.push_back(seq);
     s.tokens.insert(s.tokens.end(), step.tokens.begin(), step.tokens.end());
@@ -229,6 +235,7 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
   rope.freq_scale = hp_.rope_freq_scale;
   rope.attn_factor = hp_.rope_attn_factor;
   rope.freq_factors = rope_factors_;
+  rope.freq_factors_long = rope_factors_long_;
   RopeSpec rope_local = rope;  // sliding-window layers (Gemma)
   rope_local.freq_base = hp_.rope_freq_base_swa;
   rope_local.freq_scale = hp_.rope_freq_scale_swa;

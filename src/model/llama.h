@@ -32,6 +32,7 @@ struct SequenceStep {
   absl::Span<const int32_t> tokens;  // n new tokens (ids already validated)
   int64_t pos0 = 0;                  // absolute position of tokens[0]
   float* logits = nullptr;           // [n_vocab] for the last token, or nullptr
+  bool rope_long = false;            // LongRoPE long factors (LlamaModel::UsesLongRope)
 };
 
 // Host-side description of one pass, reused between passes.
@@ -74,6 +75,12 @@ class LlamaModel {
   const LlamaHParams& hparams() const { return hp_; }
   uint64_t n_params() const { return n_params_; }
 
+  // Whether a sequence of context n_ctx (a session's llm_session_params
+  // n_ctx) rotates with the LongRoPE long factors: Phi-3 with n_ctx above
+  // rope.scaling.original_context_length (llama.cpp's rule, per sequence).
+  // Fixed for a session's life: its whole KV cache is rotated one way.
+  bool UsesLongRope(int64_t n_ctx) const;
+
   // Runs all steps as one pass on backend (the one given to Create).
   absl::Status Forward(absl::Span<const SequenceStep> steps, Backend& backend,
                        ForwardScratch& scratch) const;
@@ -87,6 +94,7 @@ class LlamaModel {
   WeightId output_;       // [n_vocab x n_embd] (token_embd_ when tied)
   WeightId output_norm_;  // [n_embd]
   WeightId rope_factors_;  // [rope_dims / 2]: rope_freqs (Llama 3) or rope_factors_short (Phi-3)
+  WeightId rope_factors_long_;  // [rope_dims / 2]: rope_factors_long (Phi-3) or unset
   std::vector<LlamaLayer> layers_;
   LlamaActivations act_;
 };

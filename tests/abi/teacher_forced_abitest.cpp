@@ -61,10 +61,11 @@
 // with no ulp to spare. The Q8_K types (Q2_K, Q3_K, Q5_K, IQ4_XS) hold it up
 // to 96 tokens, Q2_K and Q5_K exactly, Q3_K and IQ4_XS with a 1-ulp logit
 // somewhere; beyond, a few positions of the two longest prompts drift by
-// ~0.02. Their kernels and activation quantizer equal ggml-cpu's bit for bit
-// (docs/KQUANTS.md), so the cause is a rare 1-ulp difference upstream that
-// Q8_K's unrounded f32 scale passes on (a Q8_0 / Q8_1 activation scale is
-// rounded to f16 and hides it). Their tiny models
+// ~0.02. libllm follows ggml's vec_dot order at every row count; the
+// reference multiplies prompts of 8+ tokens with ggml-cpu's tiled K-quant
+// matmul, whose f32 order differs by an ulp (docs/KQUANTS.md: against a
+// reference run with GGML_CPU_TILED_MM=0 every position is exact), and
+// Q8_K's unrounded f32 scale passes such ulps on. Their tiny models
 // are made at test time by tools/make_quant_tiny_models.py (numpy + gguf),
 // which checks each file's sha256 against the golden's .json.
 //
@@ -361,6 +362,9 @@ struct Case {
   const char *tiny_file = nullptr;  // a tiny model file other than tiny-llama-<tiny_type>.gguf
   // tests/data/arch/<arch_model>.gguf (tools/make_arch_models.py), or nullptr.
   const char *arch_model = nullptr;
+  // > 0: the sessions' n_ctx, as the reference's context (Phi-3 chooses its
+  // LongRoPE factors by it); 0: room for the longest prompt, rounded to 64.
+  int32_t n_ctx = 0;
 };
 
 // The tiny models' random weights give flat logits (std ~0.32, |logit| < 2),
@@ -491,6 +495,7 @@ TEST_P(TeacherForcedTest, LogitsMatchReference) {
   // Room for the longest prompt and its continuation, rounded up to 64 (the
   // tiny models are trained for 256 positions; the longest prompt needs 232).
   sp.n_ctx = static_cast<int32_t>((max_len + g.n_cont + 63) / 64 * 64);
+  if (c.n_ctx > 0) sp.n_ctx = c.n_ctx;
   sp.kv_type = c.kv_type;
 
   const double scale = 1.0 / g.inv_scale;
@@ -721,7 +726,7 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
       "tiny-llama-Q2_K", "tiny-llama-Q3_K",   "tiny-llama-Q5_K",   "tiny-llama-Q5_0",
       "tiny-llama-Q5_1", "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-mistral-swa-F16",
       "tiny-llama3",     "tiny-llama-linear", "tiny-qwen2",        "tiny-qwen3",
-      "tiny-phi3",       "tiny-gemma2",       "tiny-gemma3"};
+      "tiny-phi3",       "tiny-phi3-long",    "tiny-gemma2",       "tiny-gemma3"};
   for (const char *name : names) {
     const std::string path =
         llm_abi_test::TestDataPath(std::string("golden/") + name + ".teacher.bin.gz");
@@ -741,7 +746,8 @@ TEST(TeacherGoldenFormat, CommittedFilesParseAndTruncationsAreRejected) {
                        n.find("Q2_K") != std::string::npos || n.find("Q3_K") != std::string::npos ||
                        n.find("IQ4") != std::string::npos;
     const bool arch = n == "tiny-llama3" || n == "tiny-llama-linear" || n == "tiny-qwen2" ||
-                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-gemma2" ||
+                      n == "tiny-qwen3" || n == "tiny-phi3" || n == "tiny-phi3-long" ||
+                      n == "tiny-gemma2" ||
                       n == "tiny-gemma3";
     EXPECT_GE(g.prompts.size(), small                                   ? 6u
                                 : (n == "tiny-mistral-swa-F16" || arch) ? 10u
@@ -816,6 +822,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Qwen3_QkNorm", "tiny-qwen3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-qwen3"},
         Case{"Phi3_FusedLongRope", "tiny-phi3", nullptr, LLM_KV_F32, 0, false, nullptr,
              "tiny-phi3"},
+        // The same model at n_ctx 8192 > its original context 4096: the long
+        // LongRoPE factors (the reference ran with n_ctx 8192 too).
+        Case{"Phi3_LongFactors", "tiny-phi3-long", nullptr, LLM_KV_F32, 0, false, nullptr,
+             "tiny-phi3", 8192},
         Case{"Gemma2", "tiny-gemma2", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma2"},
         Case{"Gemma3", "tiny-gemma3", nullptr, LLM_KV_F32, 0, false, nullptr, "tiny-gemma3"}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });

@@ -226,6 +226,43 @@ TEST_P(SessionStateTest, RoundTripIsBitExact) {
   }
 }
 
+// A session rotating with LongRoPE's long factors (Phi-3, n_ctx above the
+// original context) saves flag bit 1; only a session that rotates the same
+// way loads it, and the flag round-trips.
+TEST_P(SessionStateTest, LongRopeFlagRoundTripsAndMustMatch) {
+  const KvLayout layout = TestLayout();
+  Saved s = MakeSaved(GetParam(), 21);
+  s.state.rope_long = true;
+  s.buffer.assign(SerializedSessionSize(s.state, layout), 0xAA);
+  ASSERT_TRUE(SerializeSession(s.state, *s.table, layout, s.buffer.data()).ok());
+  uint32_t flags = 0;
+  for (int i = 0; i < 4; ++i) flags |= static_cast<uint32_t>(s.buffer[kOffFlags + i]) << (8 * i);
+  EXPECT_EQ(flags, 3u);  // has_logits | rope_long
+
+  SessionLoadExpect e = Expect(GetParam(), &layout);
+  ExpectRefused(s, s.buffer, LLM_ERR_INVALID_ARGUMENT, "long LongRoPE factors", e);
+  e.rope_long = true;
+  HostKvPool pool2(layout, layout.block_bytes() * 64);
+  KvBlockTable fresh(&pool2, GetParam(), kCtx, 0, 1);
+  SessionState got;
+  absl::Status st = DeserializeSession(s.buffer.data(), s.buffer.size(), e, &got, &fresh);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(got.rope_long);
+  EXPECT_EQ(fresh.n_positions(), kPositions);
+  std::vector<uint8_t> again(SerializedSessionSize(got, layout));
+  ASSERT_TRUE(SerializeSession(got, fresh, layout, again.data()).ok());
+  EXPECT_EQ(again, s.buffer);
+
+  // A short session's buffer is refused by a long session.
+  Saved short_s = MakeSaved(GetParam(), 22);
+  KvBlockTable fresh2(&pool2, GetParam(), kCtx, 0, 1);
+  SessionState sentinel = Sentinel();
+  st = DeserializeSession(short_s.buffer.data(), short_s.buffer.size(), e, &sentinel, &fresh2);
+  EXPECT_EQ(ToLlmStatus(st), LLM_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(std::string(st.message()).find("short LongRoPE factors"), std::string::npos) << st;
+  ExpectSentinel(sentinel);
+}
+
 TEST_P(SessionStateTest, EmptySessionRoundTrips) {
   const KvLayout layout = TestLayout();
   HostKvPool pool(layout, layout.block_bytes() * 4);
@@ -389,8 +426,12 @@ TEST_P(SessionStateTest, BadValuesBehindAValidChecksumAreRefused) {
     ExpectRefused(s, patched([&](std::vector<uint8_t>* b) { Put32(b, kHeaderBytes + 4 * 5, bad); }),
                   LLM_ERR_INVALID_ARGUMENT, "token 5 of the history", e);
   }
-  ExpectRefused(s, patched([](std::vector<uint8_t>* b) { Put32(b, kOffFlags, 3); }),
+  ExpectRefused(s, patched([](std::vector<uint8_t>* b) { Put32(b, kOffFlags, 5); }),
                 LLM_ERR_INVALID_ARGUMENT, "unknown flags", e);
+  // Bit 1: KV rotated with LongRoPE's long factors, which this session
+  // (expect.rope_long false) does not use.
+  ExpectRefused(s, patched([](std::vector<uint8_t>* b) { Put32(b, kOffFlags, 3); }),
+                LLM_ERR_INVALID_ARGUMENT, "long LongRoPE factors", e);
   ExpectRefused(s, patched([](std::vector<uint8_t>* b) { Put32(b, kOffFlags, 0); }),
                 LLM_ERR_INVALID_ARGUMENT, "without the has-logits flag", e);
   ExpectRefused(s, patched([](std::vector<uint8_t>* b) { Put32(b, 12, 7); }),

@@ -217,10 +217,14 @@ absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
       if (a.data.size() < need) a.data.resize(need);
     }
     positions_.resize(static_cast<size_t>(rows));
+    rope_long_.resize(static_cast<size_t>(rows));
     kv_bases_.resize(pass.sequences.size());
     for (size_t i = 0; i < pass.sequences.size(); ++i) {
       const PassSequence& s = pass.sequences[i];
-      for (int64_t t = 0; t < s.n_rows; ++t) positions_[s.row0 + t] = s.pos0 + t;
+      for (int64_t t = 0; t < s.n_rows; ++t) {
+        positions_[s.row0 + t] = s.pos0 + t;
+        rope_long_[s.row0 + t] = s.rope_long ? 1 : 0;
+      }
       if (s.n_rows == 0) continue;
       if (kv_storage_ == nullptr) return Error(LLM_ERR_INTERNAL, "a pass ran before KV storage");
       const int64_t block_tokens = KvLayout::block_tokens(s.kv.type);
@@ -273,16 +277,24 @@ absl::Status CpuBackend::Rope(ActivationId x_id, int64_t n_heads, const RopeSpec
   float* x = Act(x_id, n_heads * rope.head_dim, &st);
   if (x == nullptr) return st;
   const int64_t n_pairs = RopePairs(rope.head_dim, rope.rope_dims);
-  const float* factors = nullptr;  // [n_pairs] frequency factors, or none
+  // [n_pairs] frequency factors, or none: of the rows of ordinary sequences
+  // and of rope_long ones (Phi-3's LongRoPE short / long factors).
+  const float* factors = nullptr;
+  const float* factors_long = nullptr;
   if (rope.freq_factors.index >= 0) {
     factors = FindVector(rope.freq_factors, n_pairs, &st);
     if (factors == nullptr) return st;
+  }
+  if (rope.freq_factors_long.index >= 0) {
+    factors_long = FindVector(rope.freq_factors_long, n_pairs, &st);
+    if (factors_long == nullptr) return st;
   }
   const bool same_spec =
       rope.head_dim == rope_spec_.head_dim && rope.rope_dims == rope_spec_.rope_dims &&
       rope.freq_base == rope_spec_.freq_base && rope.freq_scale == rope_spec_.freq_scale &&
       rope.attn_factor == rope_spec_.attn_factor &&
-      rope.freq_factors.index == rope_spec_.freq_factors.index;
+      rope.freq_factors.index == rope_spec_.freq_factors.index &&
+      rope.freq_factors_long.index == rope_spec_.freq_factors_long.index;
   if (!rope_ready_ || !same_spec) {
     // The angles of each row's position, shared by every layer's Q and K
     // (per spec: Gemma 3's local and global layers differ):
@@ -292,15 +304,16 @@ absl::Status CpuBackend::Rope(ActivationId x_id, int64_t n_heads, const RopeSpec
       rope_sin_.resize(static_cast<size_t>(n_rows_ * n_pairs));
       return absl::OkStatus();
     }));
-    const bool plain = factors == nullptr && rope.freq_scale == 1.0f && rope.attn_factor == 1.0f;
+    const bool unscaled = rope.freq_scale == 1.0f && rope.attn_factor == 1.0f;
     for (int64_t r = 0; r < n_rows_; ++r) {
       float* c = rope_cos_.data() + r * n_pairs;
       float* sn = rope_sin_.data() + r * n_pairs;
-      if (plain) {
+      const float* f = rope_long_[r] ? factors_long : factors;
+      if (unscaled && f == nullptr) {
         RopeAngles(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base, c, sn);
       } else {
         RopeAnglesScaled(positions_[r], rope.head_dim, rope.rope_dims, rope.freq_base,
-                         rope.freq_scale, factors, rope.attn_factor, c, sn);
+                         rope.freq_scale, f, rope.attn_factor, c, sn);
       }
     }
     rope_spec_ = rope;

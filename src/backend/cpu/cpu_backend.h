@@ -106,6 +106,7 @@ class CpuBackend : public Backend {
   int64_t n_rows_ = 0;
   int64_t n_logit_rows_ = 0;
   std::vector<int64_t> positions_;                     // [n_rows] absolute positions
+  std::vector<uint8_t> rope_long_;                     // [n_rows] 1: row of a rope_long sequence
   std::vector<std::vector<const uint8_t*>> kv_bases_;  // per sequence: block addresses
   bool rope_ready_ = false;                            // rope_cos_/sin_ hold rope_spec_'s angles
   RopeSpec rope_spec_;

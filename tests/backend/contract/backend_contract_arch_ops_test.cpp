@@ -88,6 +88,87 @@ TEST_P(BackendContract, RopeScaledWithFrequencyFactors) {
   }
 }
 
+// Phi-3 LongRoPE in one pass: rows of rope_long sequences rotate with
+// freq_factors_long, the others with freq_factors (sessions with contexts on
+// both sides of the original context share passes), and a long sequence
+// without long factors rotates unscaled (llama.cpp's missing
+// rope_factors_long). Sequences interleaved: short, long, short, long.
+TEST_P(BackendContract, RopeLongFactorsApplyPerSequence) {
+  const std::vector<SeqSpec> seqs = {{5, 0}, {3, 600}, {4, 70}, {2, 9}};
+  const std::vector<bool> is_long = {false, true, false, true};
+  int64_t rows = 0;
+  std::vector<int64_t> pos;
+  std::vector<bool> row_long;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (int64_t t = 0; t < seqs[i].n_rows; ++t) {
+      pos.push_back(seqs[i].pos0 + t);
+      row_long.push_back(is_long[i]);
+    }
+    rows += seqs[i].n_rows;
+  }
+  // head_dim 48 = 3 x 16 (odd pair count 9 with rope_dims 18 in the second).
+  for (const int64_t rope_dims : {int64_t{48}, int64_t{18}}) {
+    for (const bool with_long : {true, false}) {
+      ResetBackend();
+      const int64_t head_dim = 48, n_heads = 3, width = n_heads * head_dim,
+                    n_pairs = rope_dims / 2;
+      SCOPED_TRACE("rope_dims=" + std::to_string(rope_dims) +
+                   (with_long ? " long factors" : " no long factors"));
+      Input x = DeclareInput(rows, width);
+      // Factors as Phi-3's: short 1 .. 2, long 1 .. 16 (F32, as converted).
+      auto add_factors = [&](double lo, double span, std::vector<double>* out) -> WeightId {
+        const HostWeight f = AddRandomVector(DType::kF32, n_pairs);
+        for (double v : f.values) out->push_back(lo + span * std::fabs(v));
+        std::vector<float> ff(out->begin(), out->end());
+        const HostWeight table = AddF32Matrix(ff, 1, n_pairs);  // only for its bytes
+        WeightSource src;
+        src.name = "rope_factors";
+        src.type = DType::kF32;
+        src.data = reinterpret_cast<const uint8_t*>(table.bytes);
+        src.n_out = 1;
+        src.n_in = n_pairs;
+        src.row_bytes = static_cast<size_t>(n_pairs) * 4;
+        auto id = b().AddVector(src);
+        EXPECT_TRUE(id.ok()) << id.status();
+        return id.ok() ? *id : WeightId{};
+      };
+      std::vector<double> f_short, f_long;
+      RopeSpec spec;
+      spec.head_dim = head_dim;
+      spec.rope_dims = rope_dims;
+      spec.freq_base = 10000.0f;
+      spec.neox = true;
+      spec.attn_factor = 1.19f;
+      spec.freq_factors = add_factors(1.0, 1.0, &f_short);
+      if (with_long) spec.freq_factors_long = add_factors(1.0, 15.0, &f_long);
+      OwnedPass pass = MakePass(seqs);
+      for (size_t i = 0; i < seqs.size(); ++i) pass.sequences[i].rope_long = is_long[i];
+      ASSERT_TRUE(b().BeginPass(pass.desc()).ok());
+      ASSERT_TRUE(b().Embed(x.table.id, x.act).ok());
+      // Twice with the same spec: the second call reuses the angles.
+      ASSERT_TRUE(b().Rope(x.act, n_heads, spec).ok());
+      ASSERT_TRUE(b().Rope(x.act, n_heads, spec).ok());
+      ASSERT_TRUE(b().EndPass().ok());
+      const std::vector<float> got = ReadRows(x.act, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> want =
+            ToDouble(x.rows.data() + r * width, static_cast<size_t>(width));
+        const double* f = row_long[r] ? (with_long ? f_long.data() : nullptr) : f_short.data();
+        for (int k = 0; k < 2; ++k) {
+          ref::RefRopeScaled(want.data(), n_heads, head_dim, rope_dims, pos[r], spec.freq_base,
+                             true, 1.0, f, spec.attn_factor);
+        }
+        const double tol = 2 * (4e-6 + 4e-7 * static_cast<double>(pos[r])) * 1.19 * 2.0;
+        for (int64_t i = 0; i < width; ++i) {
+          ASSERT_NEAR(got[r * width + i], want[i], tol)
+              << "row " << r << " pos " << pos[r] << (row_long[r] ? " long" : " short")
+              << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BackendContract, GeGluMatchesTanhGeluWithinF16Rounding) {
   for (int which = 0; which < 2; ++which) {  // out separate, out == gate
     for (int64_t rows : {1, 7, 17}) {
