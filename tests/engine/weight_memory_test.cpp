@@ -19,6 +19,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "engine/model.h"
 #include "engine/session.h"
+#include "engine_test_util.h"
 #include "format/gguf.h"
 #include "gtest/gtest.h"
 
@@ -157,16 +158,15 @@ TEST(WeightMemoryLoadTest, UnpackedTypeIsReadInPlace) {
   EXPECT_LT((*model)->weight_copy_bytes(), file.file / 10);
 }
 
-// Resident bytes of the mapping that starts at `start` (/proc/self/smaps),
-// or -1 when it is not found.
-long long MappingRssBytes(const void* start) {
+// Resident bytes of the first mapping whose smaps header line `is` says
+// (e.g. ends with a file's path), or -1.
+template <typename Is>
+long long SmapsRssBytes(const Is& is_header) {
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
-  char want[32];
-  std::snprintf(want, sizeof want, "%lx-", reinterpret_cast<unsigned long>(start));
   bool in = false;
   while (std::getline(smaps, line)) {
-    if (line.rfind(want, 0) == 0) {
+    if (!in && is_header(line)) {
       in = true;
     } else if (in && line.rfind("Rss:", 0) == 0) {
       std::istringstream is(line.substr(4));
@@ -178,12 +178,24 @@ long long MappingRssBytes(const void* start) {
   return -1;
 }
 
+// Resident bytes of the mapping that starts at `start` (/proc/self/smaps),
+// or -1 when it is not found.
+long long MappingRssBytes(const void* start) {
+  char want[32];
+  std::snprintf(want, sizeof want, "%lx-", reinterpret_cast<unsigned long>(start));
+  return SmapsRssBytes([&](const std::string& line) { return line.rfind(want, 0) == 0; });
+}
+
+
 // A model loaded from a caller's buffer: the caller's memory is only read,
 // never released -- here a private file mapping the caller made, whose pages
-// all stay resident through a load that repacks.
+// all stay resident through a load that repacks. The real model (SmolLM2
+// Q4_1): the tiny models' matrices are smaller than a page, so nothing of
+// theirs could be released anyway.
 TEST(WeightMemoryLoadTest, CallersBufferIsNeverReleased) {
   if (ActiveSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512: nothing is packed";
-  const std::string path = TinyPath("Q4_0");
+  const std::string path = testing::RealModelPath();
+  LLM_REQUIRE_MODEL(path);
   FILE* f = std::fopen(path.c_str(), "rb");
   ASSERT_NE(f, nullptr);
   std::fseek(f, 0, SEEK_END);
@@ -205,6 +217,43 @@ TEST(WeightMemoryLoadTest, CallersBufferIsNeverReleased) {
     EXPECT_EQ(MappingRssBytes(map), before) << "the caller's pages were released";
   }
   munmap(map, static_cast<size_t>(size));
+}
+
+// The library's own mapping of the file: after a load that repacks, the
+// repacked matrices' pages are not resident (dropped after packing and not
+// prefaulted again), so the mapping's resident bytes are about what passes
+// read in place plus the metadata, not the whole file; without repacking
+// the whole file is resident. SmolLM2 Q4_1 (tied embedding table).
+TEST(WeightMemoryLoadTest, RepackedPagesOfTheLibrarysMappingAreNotResident) {
+  if (ActiveSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512: nothing is packed";
+  const std::string path = testing::RealModelPath();
+  LLM_REQUIRE_MODEL(path);
+  char resolved[4096];
+  ASSERT_NE(realpath(path.c_str(), resolved), nullptr);
+  const std::string suffix = std::string(" ") + resolved;
+  auto mapping_rss = [&] {
+    return SmapsRssBytes([&](const std::string& line) {
+      return line.size() > suffix.size() &&
+             line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  const FileBytes file = Measure(path);
+  for (bool repack : {true, false}) {
+    SCOPED_TRACE(repack ? "repack on" : "repack off");
+    RepackEnv env(repack);
+    auto model = Model::LoadFile(path, ModelLoadOptions{});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const long long rss = mapping_rss();
+    ASSERT_GE(rss, 0) << "no mapping of " << resolved;
+    if (repack) {
+      // Slack: the partial pages at both ends of every tensor (4 MiB).
+      EXPECT_LE(static_cast<uint64_t>(rss),
+                (*model)->mapped_weight_bytes() + (file.file - file.matrices) + (4u << 20));
+      EXPECT_LT(static_cast<uint64_t>(rss), file.file / 2);
+    } else {
+      EXPECT_GE(static_cast<uint64_t>(rss), file.matrices);
+    }
+  }
 }
 
 }  // namespace
