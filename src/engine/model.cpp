@@ -107,8 +107,8 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     if (options.progress) {
       bind_progress = [&options](float f) { return options.progress(kBoundProgress * f); };
     }
-    LLM_ASSIGN_OR_RETURN(model->llama_, LlamaModel::Create(*gguf, model->hparams_,
-                                                           *model->backend_, bind_progress));
+    LLM_ASSIGN_OR_RETURN(
+        model->llama_, LlamaModel::Create(*gguf, model->hparams_, *model->backend_, bind_progress));
   }
   LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
   if (options.vocab_only) model->hparams_.n_vocab = model->tokenizer_->n_vocab();

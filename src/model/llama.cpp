@@ -128,10 +128,9 @@ bool IsSet(const WeightId& w) { return w.index >= 0; }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& gguf,
-                                                               const LlamaHParams& hp,
-                                                               Backend& backend,
-                                                               const std::function<bool(float)>& progress) {
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    const GgufFile& gguf, const LlamaHParams& hp, Backend& backend,
+    const std::function<bool(float)>& progress) {
   if (hp.arch == nullptr) return Error(LLM_ERR_INTERNAL, "hyper-parameters without architecture");
   const ArchSpec& arch = *hp.arch;
   std::unique_ptr<LlamaModel> m(new LlamaModel());

@@ -86,7 +86,7 @@ Loaded LoadAndRun(const std::string& path, bool repack) {
 }
 
 struct FileBytes {
-  uint64_t file = 0;     // the whole file
+  uint64_t file = 0;      // the whole file
   uint64_t matrices = 0;  // tensors with two dims (what the backend multiplies or embeds)
   uint64_t embd = 0;      // token_embd.weight
 };
@@ -141,7 +141,8 @@ TEST_P(WeightMemoryTest, RepackedMatricesAreNotReadFromTheMappingAndGiveTheSameL
   const uint64_t copied = on.model->weight_copy_bytes() - off.model->weight_copy_bytes();
   EXPECT_GE(copied, file.matrices - file.embd);  // every other matrix has a copy
   EXPECT_LE(on.model->weight_copy_bytes(), file.file);
-  EXPECT_LE(on.model->mapped_weight_bytes() + on.model->weight_copy_bytes(), file.file + file.file / 10);
+  EXPECT_LE(on.model->mapped_weight_bytes() + on.model->weight_copy_bytes(),
+            file.file + file.file / 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightMemoryTest, ::testing::Values("Q4_0", "Q8_0"));
@@ -185,7 +186,6 @@ long long MappingRssBytes(const void* start) {
   std::snprintf(want, sizeof want, "%lx-", reinterpret_cast<unsigned long>(start));
   return SmapsRssBytes([&](const std::string& line) { return line.rfind(want, 0) == 0; });
 }
-
 
 // A model loaded from a caller's buffer: the caller's memory is only read,
 // never released -- here a private file mapping the caller made, whose pages

@@ -59,7 +59,7 @@ void Usage(FILE* out = stderr) {
   std::fprintf(out,
                "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
                "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
-               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  prefill/decode speed\n"
+               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  load time and memory, prefill/decode speed\n"
                "       llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]\n"
                "                 concurrent sessions, one thread each: aggregate decode tokens/s,\n"
                "                 inter-token latency (-p defaults to 32, -n to 64 in this mode)\n"
