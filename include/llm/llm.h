@@ -223,7 +223,10 @@ typedef struct llm_model_info {
      holds as its own copies of weights (the CPU backend's repacked
      matrices, f32 norm vectors); a copied weight's file pages are dropped
      after the copy (llm_model_load; a caller's buffer is never touched), so
-     the two add up to about the file's weight bytes, never twice them. */
+     the two add up to about the file's weight bytes, never twice them.
+     Both are as the load left them: a CPU model whose output is tied to
+     its embedding table copies that table at the first forward pass (and
+     drops its file pages then), which these do not count. */
   uint64_t mapped_weight_bytes;
   uint64_t weight_copy_bytes;
 } llm_model_info;

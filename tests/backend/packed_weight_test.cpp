@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,21 +84,27 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
   return out;
 }
 
+// Both packing loops: AVX-512 gathers (where the CPU has them) and word by
+// word (the level forced to AVX2).
 TEST(PackedWeightTest, PackWritesTheDocumentedLayout) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   ThreadPool pool(3);
-  for (DType t : kTypes) {
-    for (int64_t n_out : {int64_t{1}, int64_t{16}, int64_t{37}}) {
-      const int64_t n_in = 32 * 7;
-      const size_t rb = *RowBytes(t, n_in) + (n_out == 37 ? 10 : 0);  // padded rows
-      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
-      const std::vector<uint8_t> want = ReferencePack(t, w.data(), rb, n_out, n_in);
-      const rows16::PackedBuffer got = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
-      ASSERT_EQ(got.bytes, want.size());
-      EXPECT_EQ(std::memcmp(got.data.get(), want.data(), want.size()), 0)
-          << Name(t) << " n_out " << n_out;
+  SimdLevelGuard guard;
+  for (int forced = 0; forced <= 1; ++forced) {
+    SetSimdLevelForTesting(forced ? std::optional<SimdLevel>(SimdLevel::kAvx2) : std::nullopt);
+    for (DType t : kTypes) {
+      for (int64_t n_out : {int64_t{1}, int64_t{16}, int64_t{37}}) {
+        const int64_t n_in = 32 * 7;
+        const size_t rb = *RowBytes(t, n_in) + (n_out == 37 ? 10 : 0);  // padded rows
+        const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+        const std::vector<uint8_t> want = ReferencePack(t, w.data(), rb, n_out, n_in);
+        const rows16::PackedBuffer got = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
+        ASSERT_EQ(got.bytes, want.size());
+        EXPECT_EQ(std::memcmp(got.data.get(), want.data(), want.size()), 0)
+            << Name(t) << " n_out " << n_out << (forced ? " (word loop)" : "");
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/thread_pool.h"
 
@@ -65,6 +66,7 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
   // streams and the group is written front to back (a byte loop over the
   // rows, writing with a 64-byte stride, made a 1B model's load 8x slower).
   const uint32_t flip = ti.flip * 0x01010101u;
+  const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
   auto pack_groups = [&](int64_t g_begin, int64_t g_end) {
     const uint8_t* rows[kRows];
     for (int64_t g = g_begin; g < g_end; ++g) {
@@ -73,6 +75,10 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
       for (int l = 0; l < kRows; ++l) {
         const int64_t row = g * kRows + l < n_out ? g * kRows + l : n_out - 1;
         rows[l] = W + row * row_bytes;
+      }
+      if (avx512 && PackGroupAvx512(rows, nb, ti.block_bytes, ti.qs_offset, ti.words, ti.scales,
+                                    ti.flip, qs, sc)) {
+        continue;
       }
       for (int64_t b = 0; b < nb; ++b) {
         const size_t blk = static_cast<size_t>(b) * ti.block_bytes;
