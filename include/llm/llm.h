@@ -217,6 +217,18 @@ typedef struct llm_model_info {
   int32_t device;              /* the device the model runs on: LLM_DEVICE_CPU
                                   or LLM_DEVICE_CUDA (vocab_only: LLM_DEVICE_CPU) */
   int32_t device_index;        /* which device of that kind */
+  /* The load's memory (0 for a vocab_only model). mapped_weight_bytes: the
+     bytes of the model file (or buffer) that inference reads in place, all
+     made resident by the load. weight_copy_bytes: host memory the backend
+     holds as its own copies of weights (the CPU backend's repacked
+     matrices, f32 norm vectors); a copied weight's file pages are dropped
+     after the copy (llm_model_load; a caller's buffer is never touched), so
+     the two add up to about the file's weight bytes, never twice them.
+     Both are as the load left them: a CPU model whose output is tied to
+     its embedding table copies that table at the first forward pass (and
+     drops its file pages then), which these do not count. */
+  uint64_t mapped_weight_bytes;
+  uint64_t weight_copy_bytes;
 } llm_model_info;
 
 /* Zero *info and set struct_size (the rules of llm_model_params_init_v). */

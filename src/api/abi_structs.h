@@ -71,7 +71,7 @@ static_assert(sizeof(void*) != 8 ||
                   (FirstSize<llm_model_params>() == 32 &&
                    StructSizes<llm_model_params>::kSizes[1] == 48 &&
                    sizeof(llm_model_params) == 56 && FirstSize<llm_model_info>() == 224 &&
-                   sizeof(llm_model_info) == 232 && sizeof(llm_kv_stats) == 96 &&
+                   sizeof(llm_model_info) == 248 && sizeof(llm_kv_stats) == 96 &&
                    sizeof(llm_batch_stats) == 72 && sizeof(llm_chat_message) == 16 &&
                    sizeof(llm_sampler_params) == 36 && sizeof(llm_sampler_ext) == 8 &&
                    FirstSize<llm_session_params>() == 64 && sizeof(llm_session_params) == 72 &&

@@ -132,6 +132,8 @@ LLM_API llm_status llm_model_get_info(const llm_model* model, llm_model_info* in
   out.vocab_only = m.vocab_only() ? 1 : 0;
   out.device = m.device() == llm::DeviceKind::kCuda ? LLM_DEVICE_CUDA : LLM_DEVICE_CPU;
   out.device_index = m.device_index();
+  out.mapped_weight_bytes = m.mapped_weight_bytes();
+  out.weight_copy_bytes = m.weight_copy_bytes();
   out.n_params = m.n_params();
   out.n_ctx_train = static_cast<int32_t>(hp.n_ctx_train);
   out.n_vocab = static_cast<int32_t>(hp.n_vocab);

@@ -57,6 +57,12 @@ struct WeightSource {
   int64_t n_out = 0;
   int64_t n_in = 0;
   size_t row_bytes = 0;
+  // The bytes lie in a read-only private file mapping the library made
+  // (llm_model_load): a backend that copied the weight may drop their
+  // resident pages (they fault back in from the file if ever read). False
+  // for a caller's buffer (llm_model_load_from_memory), whose memory a
+  // backend only reads.
+  bool file_mapped = false;
 };
 
 // An activation buffer of a pass: [rows][width] f32, where rows is the pass's
@@ -149,6 +155,19 @@ class Backend {
   virtual absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) = 0;
   // A vector (norm weight, n_out == 1), kept as f32.
   virtual absl::StatusOr<WeightId> AddVector(const WeightSource& source) = 0;
+  // Whether passes read weight id's source bytes (the host memory its
+  // WeightSource pointed at). False where the backend keeps its own copy
+  // (a repacked CPU matrix, an f32 norm vector, a device upload): the engine
+  // prefaults only the source bytes that passes read, so a copied weight is
+  // not resident twice. The default, true, is always safe.
+  virtual bool ReadsSource(WeightId id) const {
+    (void)id;
+    return true;
+  }
+  // Bytes of host memory the backend holds for weights beyond their sources
+  // (repacked copies, f32 vectors), for the load report: never more than
+  // the sources they replace, plus padding.
+  virtual uint64_t WeightCopyBytes() const { return 0; }
 
   // ---- memory (at load) -----------------------------------------------------
   // Declares a pass buffer of the given width; sized by each BeginPass.

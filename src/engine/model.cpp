@@ -13,19 +13,32 @@
 namespace llm {
 namespace {
 
-// Touch every page of the tensor data once so that the first token does not
-// pay for page faults, reporting progress as we go. Returns false if the
-// progress callback asked to cancel.
-bool PrefaultTensors(const GgufFile& gguf, const std::function<bool(float)>& progress) {
-  const auto& tensors = gguf.tensors();
+// Progress of a load: binding the weights (where a backend repacks them)
+// reports [0, kBoundProgress], prefaulting (kBoundProgress, 1].
+constexpr float kBoundProgress = 0.5f;
+
+// Touches every page of the weight bytes that passes read from the file
+// (Backend::ReadsSource) once, so that the first token does not pay for page
+// faults, reporting progress as it goes. A weight the backend copied is
+// skipped: its mapped pages stay out of memory, and resident memory after
+// the load is about the file's size, not the file plus the copies. Returns
+// false if the progress callback asked to cancel. *prefaulted: the bytes
+// touched.
+bool PrefaultWeights(const LlamaModel& llama, const Backend& backend,
+                     const std::function<bool(float)>& progress, uint64_t* prefaulted) {
   uint64_t total = 0;
-  for (const GgufTensor& t : tensors) total += t.n_bytes;
+  for (const LlamaModel::BoundWeight& w : llama.bound_weights()) {
+    if (backend.ReadsSource(w.id)) total += w.n_bytes;
+  }
+  *prefaulted = total;
   uint64_t done = 0;
   volatile uint8_t sink = 0;
-  for (const GgufTensor& t : tensors) {
-    for (uint64_t off = 0; off < t.n_bytes; off += 4096) sink = sink + t.data[off];
-    done += t.n_bytes;
-    if (progress && total > 0 && !progress(0.1f + 0.9f * static_cast<float>(done) / total)) {
+  for (const LlamaModel::BoundWeight& w : llama.bound_weights()) {
+    if (!backend.ReadsSource(w.id)) continue;
+    for (uint64_t off = 0; off < w.n_bytes; off += 4096) sink = sink + w.data[off];
+    done += w.n_bytes;
+    if (progress && total > 0 &&
+        !progress(kBoundProgress + (1.0f - kBoundProgress) * static_cast<float>(done) / total)) {
       return false;
     }
   }
@@ -90,8 +103,12 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     // more than the norm vectors, so a file whose metadata claims a huge
     // vocabulary it has no weights for is refused before the tokenizer
     // builds its tables from that metadata (docs/FUZZING.md, finding 3).
-    LLM_ASSIGN_OR_RETURN(model->llama_,
-                         LlamaModel::Create(*gguf, model->hparams_, *model->backend_));
+    std::function<bool(float)> bind_progress;
+    if (options.progress) {
+      bind_progress = [&options](float f) { return options.progress(kBoundProgress * f); };
+    }
+    LLM_ASSIGN_OR_RETURN(
+        model->llama_, LlamaModel::Create(*gguf, model->hparams_, *model->backend_, bind_progress));
   }
   LLM_ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromGguf(*gguf));
   if (options.vocab_only) model->hparams_.n_vocab = model->tokenizer_->n_vocab();
@@ -103,13 +120,15 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
   if (tmpl) model->chat_template_ = std::string(*tmpl);
   LLM_ASSIGN_OR_RETURN(std::optional<std::string_view> name, gguf->GetString("general.name"));
   if (name) model->name_ = std::string(*name);
-  if (options.progress && !options.progress(0.1f)) {
+  if (options.progress && !options.progress(kBoundProgress)) {
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
   }
   if (!options.vocab_only) {
-    if (!PrefaultTensors(*gguf, options.progress)) {
+    if (!PrefaultWeights(*model->llama_, *model->backend_, options.progress,
+                         &model->prefaulted_bytes_)) {
       return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
     }
+    model->weight_copy_bytes_ = model->backend_->WeightCopyBytes();
   }
   if (options.progress && !options.progress(1.0f)) {
     return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
@@ -142,11 +161,13 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
   if (LogEnabled(LLM_LOG_INFO)) {
     Logf(LLM_LOG_INFO,
          "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "
-         "trained context %d, %d parameters%s%s",
+         "trained context %d, %d parameters%s%s; weights: %d bytes read from the model "
+         "buffer, %d bytes of backend copies",
          model->name_, hp.architecture, model->gguf_->version(), hp.n_layer, hp.n_embd, hp.n_head,
          hp.n_head_kv, hp.n_vocab, hp.n_ctx_train, model->n_params(),
          options.vocab_only ? " (vocab only)" : "",
-         model->backend_ ? "; " + model->backend_->Describe() : std::string());
+         model->backend_ ? "; " + model->backend_->Describe() : std::string(),
+         model->prefaulted_bytes_, model->weight_copy_bytes_);
   }
   return model;
 }

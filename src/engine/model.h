@@ -67,6 +67,12 @@ class Model {
   // Stable identity of the weights (engine/model_fingerprint.h), checked by
   // session load.
   uint64_t fingerprint() const { return fingerprint_; }
+  // The load's memory report (0 for a vocab_only model): bytes of the model
+  // buffer (the file mapping) that passes read and the load prefaulted, and
+  // bytes the backend holds as copies of weights (Backend::WeightCopyBytes),
+  // which replace their mapped bytes in memory.
+  uint64_t mapped_weight_bytes() const { return prefaulted_bytes_; }
+  uint64_t weight_copy_bytes() const { return weight_copy_bytes_; }
   KvLayout kv_layout() const;
   // The attention window the sessions' KV block tables keep
   // (docs/SLIDING_WINDOW.md): the layers' common window when every layer has
@@ -97,6 +103,8 @@ class Model {
   DeviceKind device_ = DeviceKind::kCpu;
   int device_index_ = 0;
   uint64_t fingerprint_ = 0;
+  uint64_t prefaulted_bytes_ = 0;
+  uint64_t weight_copy_bytes_ = 0;
   // Declared last: destroyed first (the scheduler's thread is joined before
   // the executor and KV pool it uses go away).
   std::unique_ptr<KvBlockPool> kv_pool_;

@@ -68,6 +68,9 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Whether the buffer is this object's own read-only private mapping of a
+  // file (Open), rather than a caller's buffer (Parse).
+  bool file_mapped() const { return mapping_ != nullptr; }
 
   const GgufValue* Find(std::string_view key) const;  // nullptr if absent
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }

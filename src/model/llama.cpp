@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <string>
 #include <unordered_set>
 
@@ -19,8 +20,11 @@ namespace {
 // remembering which tensors were used.
 class Binder {
  public:
-  Binder(const GgufFile& gguf, Backend& backend, uint64_t& n_params)
-      : gguf_(gguf), backend_(backend), n_params_(n_params) {}
+  Binder(const GgufFile& gguf, Backend& backend, uint64_t& n_params,
+         std::vector<LlamaModel::BoundWeight>& bound, const std::function<bool(float)>& progress)
+      : gguf_(gguf), backend_(backend), n_params_(n_params), bound_(bound), progress_(progress) {
+    for (const GgufTensor& t : gguf_.tensors()) total_bytes_ += t.n_bytes;
+  }
 
   bool Has(const std::string& name) const { return gguf_.FindTensor(name) != nullptr; }
 
@@ -42,8 +46,10 @@ class Binder {
                     name, n_in);
     }
     if (used_.insert(name).second) n_params_ += t->n_elements;
-    return backend_.AddMatrix(
-        WeightSource{name, t->type, t->data + row0 * *row_bytes, n_out, n_in, *row_bytes});
+    const uint8_t* data = t->data + row0 * *row_bytes;
+    return Bound(backend_.AddMatrix(WeightSource{name, t->type, data, n_out, n_in, *row_bytes,
+                                                 gguf_.file_mapped()}),
+                 data, static_cast<size_t>(n_out) * *row_bytes);
   }
 
   absl::StatusOr<WeightId> Matrix(const std::string& name, int64_t n_in, int64_t n_out) {
@@ -58,13 +64,33 @@ class Binder {
                     t->n_elements, n);
     }
     if (used_.insert(name).second) n_params_ += t->n_elements;
-    return backend_.AddVector(WeightSource{name, t->type, t->data, 1, n, t->n_bytes});
+    return Bound(backend_.AddVector(
+                     WeightSource{name, t->type, t->data, 1, n, t->n_bytes, gguf_.file_mapped()}),
+                 t->data, t->n_bytes);
   }
 
   // The vector when the file has it, else an unset id.
   absl::StatusOr<WeightId> OptionalVector(const std::string& name, int64_t n) {
     if (!Has(name)) return WeightId{};
     return Vector(name, n);
+  }
+
+  // Records a weight the backend took and reports progress (binding is
+  // where a backend repacks: the slow part of a load).
+  absl::StatusOr<WeightId> Bound(absl::StatusOr<WeightId> id, const uint8_t* data, size_t n_bytes) {
+    if (!id.ok()) return id;
+    try {
+      bound_.push_back(LlamaModel::BoundWeight{*id, data, n_bytes});
+    } catch (const std::bad_alloc&) {
+      return Error(LLM_ERR_OUT_OF_MEMORY, "out of memory binding the model's weights");
+    }
+    bound_bytes_ += n_bytes;
+    if (progress_ && total_bytes_ > 0 &&
+        !progress_(static_cast<float>(std::min(bound_bytes_, total_bytes_)) /
+                   static_cast<float>(total_bytes_))) {
+      return Error(LLM_ERR_CANCELLED, "model load cancelled by the progress callback");
+    }
+    return id;
   }
 
   // A tensor of the file that no operation reads: the pass would ignore
@@ -85,6 +111,10 @@ class Binder {
   const GgufFile& gguf_;
   Backend& backend_;
   uint64_t& n_params_;
+  std::vector<LlamaModel::BoundWeight>& bound_;
+  const std::function<bool(float)>& progress_;
+  uint64_t total_bytes_ = 0;  // every tensor of the file
+  uint64_t bound_bytes_ = 0;  // sources bound so far (a tied table counts once)
   // std::unordered_set, not absl's: an allocation failure inside absl's
   // rehash corrupts the set (found by the OOM sweep), the standard's
   // insert leaves it as it was.
@@ -95,14 +125,14 @@ bool IsSet(const WeightId& w) { return w.index >= 0; }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const GgufFile& gguf,
-                                                               const LlamaHParams& hp,
-                                                               Backend& backend) {
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    const GgufFile& gguf, const LlamaHParams& hp, Backend& backend,
+    const std::function<bool(float)>& progress) {
   if (hp.arch == nullptr) return Error(LLM_ERR_INTERNAL, "hyper-parameters without architecture");
   const ArchSpec& arch = *hp.arch;
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->hp_ = hp;
-  Binder b(gguf, backend, m->n_params_);
+  Binder b(gguf, backend, m->n_params_, m->bound_, progress);
   if (const GgufTensor* t = gguf.FindTensor("token_embd.weight");
       t != nullptr && t->dims.size() == 2 && t->dims[1] != static_cast<uint64_t>(hp.n_vocab)) {
     return Errorf(LLM_ERR_BAD_MODEL,

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -68,9 +69,23 @@ class LlamaModel {
   // model (gguf too: the CPU backend keeps pointers into it). A tensor the
   // architecture's pass would not use (an unexpected bias, say) is
   // LLM_ERR_UNSUPPORTED naming it, rather than silently ignored.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const GgufFile& gguf,
-                                                            const LlamaHParams& hparams,
-                                                            Backend& backend);
+  // progress (may be empty) is called after each weight is bound with the
+  // fraction of the file's tensor bytes bound so far (0..1, monotonic; the
+  // backend may repack a weight as it binds it, the slow part of a load);
+  // false from it stops the load with LLM_ERR_CANCELLED.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      const GgufFile& gguf, const LlamaHParams& hparams, Backend& backend,
+      const std::function<bool(float)>& progress = {});
+
+  // A weight as bound: its id and the source bytes it was bound from
+  // ([data, data + n_bytes): a whole tensor, or the rows of a fused one).
+  struct BoundWeight {
+    WeightId id;
+    const uint8_t* data = nullptr;
+    size_t n_bytes = 0;
+  };
+  // Every weight bound by Create, in binding order.
+  const std::vector<BoundWeight>& bound_weights() const { return bound_; }
 
   const LlamaHParams& hparams() const { return hp_; }
   uint64_t n_params() const { return n_params_; }
@@ -97,6 +112,7 @@ class LlamaModel {
   WeightId rope_factors_long_;  // [rope_dims / 2]: rope_factors_long (Phi-3) or unset
   std::vector<LlamaLayer> layers_;
   LlamaActivations act_;
+  std::vector<BoundWeight> bound_;
 };
 
 }  // namespace llm

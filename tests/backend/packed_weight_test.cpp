@@ -10,9 +10,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,6 +49,64 @@ TEST(PackedWeightTest, SizesEqualTheGgufRows) {
   }
   EXPECT_FALSE(rows16::Supports(DType::kQ4_K));
   EXPECT_FALSE(rows16::Supports(DType::kF16));
+}
+
+// The layout as packed_weight.h states it, written byte by byte: row r's
+// block b lands in group r / 16, lane r % 16, quant word k at
+// qs[b][k][lane], scales at sc[b][s][lane]; rows past n_out repeat the last.
+std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t n_out,
+                                   int64_t n_in) {
+  const size_t block = t == DType::kQ4_0 ? 18 : t == DType::kQ4_1 ? 20 : 34;
+  const size_t qs_off = t == DType::kQ4_1 ? 4 : 2;
+  const int words = rows16::Words(t), scales = rows16::Scales(t);
+  const uint8_t flip = t == DType::kQ8_0 ? 0x80 : 0;
+  const int64_t nb = n_in / 32, n_groups = (n_out + 15) / 16;
+  const size_t group = rows16::GroupBytes(t, nb), qs_bytes = static_cast<size_t>(nb) * 16 * 4 * words;
+  std::vector<uint8_t> out(static_cast<size_t>(n_groups) * group);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    for (int l = 0; l < 16; ++l) {
+      const int64_t row = std::min(g * 16 + l, n_out - 1);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = W + row * rb + b * block;
+        for (int k = 0; k < words; ++k) {
+          for (int j = 0; j < 4; ++j) {
+            out[g * group + ((b * words + k) * 16 + l) * 4 + j] = blk[qs_off + 4 * k + j] ^ flip;
+          }
+        }
+        for (int sidx = 0; sidx < scales; ++sidx) {
+          for (int j = 0; j < 2; ++j) {
+            out[g * group + qs_bytes + ((b * scales + sidx) * 16 + l) * 2 + j] = blk[2 * sidx + j];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Both packing loops: AVX-512 gathers (where the CPU has them) and word by
+// word (the level forced to AVX2).
+TEST(PackedWeightTest, PackWritesTheDocumentedLayout) {
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(3);
+  SimdLevelGuard guard;
+  for (int forced = 0; forced <= 1; ++forced) {
+    SetSimdLevelForTesting(forced ? std::optional<SimdLevel>(SimdLevel::kAvx2) : std::nullopt);
+    for (DType t : kTypes) {
+      for (int64_t n_out : {int64_t{1}, int64_t{16}, int64_t{37}}) {
+        const int64_t n_in = 32 * 7;
+        const size_t rb = *RowBytes(t, n_in) + (n_out == 37 ? 10 : 0);  // padded rows
+        const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+        const std::vector<uint8_t> want = ReferencePack(t, w.data(), rb, n_out, n_in);
+        const rows16::PackedBuffer got = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
+        ASSERT_EQ(got.bytes, want.size());
+        EXPECT_EQ(std::memcmp(got.data.get(), want.data(), want.size()), 0)
+            << Name(t) << " n_out " << n_out << (forced ? " (word loop)" : "");
+      }
+    }
+  }
 }
 
 // Packing in parallel gives the same bytes as packing on one thread.

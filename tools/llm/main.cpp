@@ -59,7 +59,7 @@ void Usage(FILE* out = stderr) {
   std::fprintf(out,
                "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
                "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
-               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  prefill/decode speed\n"
+               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  load time and memory, prefill/decode speed\n"
                "       llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]\n"
                "                 concurrent sessions, one thread each: aggregate decode tokens/s,\n"
                "                 inter-token latency (-p defaults to 32, -n to 64 in this mode)\n"
@@ -195,6 +195,53 @@ int32_t ProgressBar(float progress, void* user) {
   return 0;
 }
 
+// Memory of this process from /proc/self/status, in bytes (0 where the
+// kernel does not say): resident now (VmRSS, of it file-backed RssFile and
+// anonymous RssAnon) and the peak (VmHWM, what getrusage's ru_maxrss says).
+struct ProcMemory {
+  double rss = 0, rss_file = 0, rss_anon = 0, peak = 0;
+};
+
+ProcMemory ReadProcMemory() {
+  ProcMemory m;
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return m;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    double kb = 0;
+    if (std::sscanf(line, "VmRSS: %lf", &kb) == 1) m.rss = kb * 1024;
+    if (std::sscanf(line, "RssFile: %lf", &kb) == 1) m.rss_file = kb * 1024;
+    if (std::sscanf(line, "RssAnon: %lf", &kb) == 1) m.rss_anon = kb * 1024;
+    if (std::sscanf(line, "VmHWM: %lf", &kb) == 1) m.peak = kb * 1024;
+  }
+  std::fclose(f);
+  return m;
+}
+
+// What LoadModel measured: the load's wall time and the memory right after.
+struct LoadReport {
+  double ms = 0;
+  ProcMemory after;
+};
+LoadReport g_load;
+
+double FileBytes(const std::string& path);
+
+// One line (bench): load time, memory after the load and at its peak, the
+// file's size and how the weights sit in memory (read in place from the file
+// mapping, or copied by the backend: the CPU backend's repacked matrices).
+void PrintLoadReport(const Options& o, llm_model* model) {
+  llm_model_info info;
+  llm_model_info_init(&info);
+  llm_model_get_info(model, &info);
+  const char* repack = std::getenv("LLM_CPU_REPACK");
+  std::printf("load: %.0f ms; RSS after load %.1f MB (file-backed %.1f, anonymous %.1f), peak RSS %.1f MB; "
+              "file %.1f MB: weights read in place %.1f MB, backend copies %.1f MB (LLM_CPU_REPACK=%s)\n",
+              g_load.ms, g_load.after.rss / 1e6, g_load.after.rss_file / 1e6, g_load.after.rss_anon / 1e6,
+              g_load.after.peak / 1e6, FileBytes(o.model_path) / 1e6, info.mapped_weight_bytes / 1e6,
+              info.weight_copy_bytes / 1e6, repack != nullptr ? repack : "unset");
+}
+
 llm_model* LoadModel(Options& o) {
   llm_model_params mp;
   llm_model_params_init(&mp);
@@ -214,7 +261,9 @@ llm_model* LoadModel(Options& o) {
     }
     return nullptr;
   }
-  if (!o.quiet) std::fprintf(stderr, "load time: %.1f ms (%s)\n", MsBetween(t0, Clock::now()), o.model_path.c_str());
+  g_load.ms = MsBetween(t0, Clock::now());
+  g_load.after = ReadProcMemory();
+  if (!o.quiet) std::fprintf(stderr, "load time: %.1f ms (%s)\n", g_load.ms, o.model_path.c_str());
   return model;
 }
 
@@ -569,6 +618,7 @@ int BenchSessions(Options& o) {
   llm_batch_stats probe;
   const bool batched = ReadBatchStats(model, &probe);
   std::printf("model: %s (%llu params)\n", o.model_path.c_str(), static_cast<unsigned long long>(info.n_params));
+  PrintLoadReport(o, model);
   std::printf("libllm %s, threads %s, prompt %d tokens, decode %d tokens per session, median of %d round%s\n",
               llm_version(), o.n_threads > 0 ? std::to_string(o.n_threads).c_str() : "default",
               o.n_prompt_bench, o.n_predict, o.repeats, o.repeats == 1 ? "" : "s");
@@ -688,6 +738,7 @@ int Bench(Options& o) {
     return v[v.size() / 2];
   };
   std::printf("model: %s (%llu params)\n", o.model_path.c_str(), static_cast<unsigned long long>(info.n_params));
+  PrintLoadReport(o, model);
   std::printf("prefill %d tokens: %.1f tokens/s (median of %d)\n", o.n_prompt_bench, median(prefill_tps), o.repeats);
   std::printf("decode %d tokens: %.1f tokens/s (median of %d)\n", o.n_predict, median(decode_tps), o.repeats);
   llm_model_free(model);

@@ -80,10 +80,12 @@ absl::StatusOr<WeightId> CpuBackend::AddMatrix(const WeightSource& source) {
   }));
   WeightRecord r;
   r.matrix = Weight{source.type, source.data, source.n_out, source.n_in, source.row_bytes};
+  r.file_mapped = source.file_mapped;
   // The embedding table is mostly read a row per token (Embed, from the
   // mapping); a copy pays off only if the output is tied to it.
   if (source.name == "token_embd.weight") {
     r.pack_later = true;
+    r.embed_rows = true;
   } else {
     Pack(r);
   }
@@ -144,10 +146,10 @@ float* CpuBackend::Act(ActivationId id, int64_t width, absl::Status* status) {
 }
 
 void CpuBackend::Pack(WeightRecord& r) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LLM_CPU_REPACK");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  // Read per matrix (a few hundred getenv calls per load), so that a
+  // process can load one model with and one without repacking.
+  const char* v = std::getenv("LLM_CPU_REPACK");
+  const bool enabled = v == nullptr || std::strcmp(v, "0") != 0;
   r.pack_later = false;
   const Weight& m = r.matrix;
   if (!enabled || ActiveSimdLevel() != SimdLevel::kAvx512 || !rows16::Supports(m.type) ||
@@ -158,13 +160,32 @@ void CpuBackend::Pack(WeightRecord& r) {
     r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get());
     r.matrix.packed = r.packed.data.get();
     // The copy replaces the mapped rows in memory: only the copy stays
-    // resident (the rows fault back in if the kernels ever read them).
-    rows16::ReleaseMappedPages(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    // resident (the rows fault back in if the kernels ever read them). A
+    // caller's buffer is only read, never released.
+    if (r.file_mapped) {
+      rows16::ReleaseMappedPages(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    }
   } catch (...) {
     // Out of memory (or no thread to pack on): keep reading the mapping.
     r.packed = rows16::PackedBuffer();
     r.matrix.packed = nullptr;
   }
+}
+
+bool CpuBackend::ReadsSource(WeightId id) const {
+  if (id.index < 0 || static_cast<size_t>(id.index) >= weights_.size()) return true;
+  const WeightRecord& r = weights_[id.index];
+  // A norm vector is an f32 copy; a matrix with a rows16 copy is read only
+  // through it. Embed reads the embedding table's rows from the mapping,
+  // packed (a tied output) or not.
+  if (!r.vector.empty()) return false;
+  return r.packed.data == nullptr || r.embed_rows;
+}
+
+uint64_t CpuBackend::WeightCopyBytes() const {
+  uint64_t n = 0;
+  for (const WeightRecord& r : weights_) n += r.packed.bytes + r.vector.size() * sizeof(float);
+  return n;
 }
 
 void CpuBackend::PackIfDeferred(WeightId id) {

@@ -34,6 +34,8 @@ class CpuBackend : public Backend {
 
   absl::StatusOr<WeightId> AddMatrix(const WeightSource& source) override;
   absl::StatusOr<WeightId> AddVector(const WeightSource& source) override;
+  bool ReadsSource(WeightId id) const override;
+  uint64_t WeightCopyBytes() const override;
   ActivationId DeclareActivation(int64_t width, ActivationRows rows) override;
   absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) override;
 
@@ -68,6 +70,8 @@ class CpuBackend : public Backend {
     // apply or memory was short (the kernels then read the mapping).
     rows16::PackedBuffer packed;
     bool pack_later = false;
+    bool file_mapped = false;  // WeightSource::file_mapped: its pages may be dropped
+    bool embed_rows = false;   // the embedding table: Embed reads its mapped rows
   };
   struct Activation {
     int64_t width = 0;

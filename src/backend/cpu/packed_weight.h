@@ -45,9 +45,18 @@ size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
 
 // Writes the rows16 layout of the n_out x n_in matrix W (row o at W + o *
 // row_bytes) into dst (PackedBytes(t, n_out, n_in) bytes, 64-byte aligned for
-// the kernels' sake). Groups are packed in parallel on pool (nullable).
+// the kernels' sake). Groups are packed in parallel on pool (nullable), with
+// AVX-512 gathers when that level is active, else word by word (same bytes).
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
           ThreadPool* pool);
+
+// The AVX-512 packing loop for one group (packed_weight_avx512.cpp): rows
+// are the group's 16 source rows, qs / sc where its quants and scales go.
+// false (nothing written) when the rows lie too far apart for 32-bit gather
+// indices; the caller then packs the group word by word.
+bool PackGroupAvx512(const uint8_t* const rows[kRows], int64_t n_blocks, size_t block_bytes,
+                     size_t qs_offset, int words, int scales, uint8_t flip, uint8_t* qs,
+                     uint8_t* sc);
 
 // A packed copy owned by the CPU backend (64-byte aligned).
 struct PackedBuffer {
