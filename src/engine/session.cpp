@@ -35,7 +35,7 @@ void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_
   n_ctx_ = n_ctx;
   kv_type_ = kv_type;
   seed_ = seed;
-  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx, model_->kv_window());
+  kv_ = std::make_unique<SessionKv>(&model_->kv_groups(), model_->kv_pools(), kv_type, n_ctx);
   sampler_ = std::make_unique<Sampler>(sampler);
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
@@ -415,7 +415,7 @@ absl::Status Session::Load(const uint8_t* data, size_t size) {
   expect.n_ctx = n_ctx_;
   expect.layout = &layout;
   auto fresh =
-      std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_, model_->kv_window());
+      std::make_unique<SessionKv>(&model_->kv_groups(), model_->kv_pools(), kv_type_, n_ctx_);
   SessionState state;
   LLM_RETURN_IF_ERROR(DeserializeSession(data, size, expect, &state, fresh.get()));
   Rng rng = rng_;

@@ -705,7 +705,8 @@ class BackendDoubleProtocolTest : public ::testing::Test {
     layout.n_layer = 2;
     layout.n_head_kv = 1;
     layout.head_dim = 8;
-    auto storage = backend_->CreateKvStorage(layout);
+    const std::vector<int64_t> layers = {0, 1};
+    auto storage = backend_->CreateKvStorage(layout, layers);
     ASSERT_TRUE(storage.ok()) << storage.status();
     storage_ = std::move(*storage);
     ASSERT_TRUE(storage_->AddBlocks(0, 4));
@@ -736,23 +737,23 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(backend_->Add(x_, x_), "before any BeginPass");
 
   // Tokens that the sequences do not cover.
-  std::vector<PassSequence> one_row = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> one_row = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, one_row}), "sequences cover 1 rows");
   // Blocks that do not cover the positions.
-  std::vector<PassSequence> far = {PassSequence{0, 2, 15, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> far = {PassSequence{0, 2, 15, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, far}), "do not cover");
   // A block without storage.
   const std::vector<int32_t> no_storage = {9};
-  std::vector<PassSequence> missing = {PassSequence{0, 2, 0, KvBlockList{no_storage}, true}};
+  std::vector<PassSequence> missing = {PassSequence{0, 2, 0, KvBlockList{no_storage}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, missing}), "has no storage");
   // Two sequences writing one block.
-  std::vector<PassSequence> both = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true},
-                                    PassSequence{1, 1, 3, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> both = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true, {}},
+                                    PassSequence{1, 1, 3, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, both}), "another sequence");
 
   // A well-formed pass of two rows, the second sequence wanting logits.
-  std::vector<PassSequence> ok = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, false},
-                                  PassSequence{1, 1, 0, KvBlockList{blocks_b_}, true}};
+  std::vector<PassSequence> ok = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, false, {}},
+                                  PassSequence{1, 1, 0, KvBlockList{blocks_b_}, true, {}}};
   ASSERT_TRUE(backend_->BeginPass(PassDesc{tokens_, ok}).ok());
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, ok}), "BeginPass inside a pass");
   EXPECT_TRUE(backend_->Add(x_, x_).ok());
@@ -774,7 +775,7 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "before its EndPass");
 
   // A pass without logit rows, ended properly: no row can be read.
-  std::vector<PassSequence> none = {PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false}};
+  std::vector<PassSequence> none = {PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false, {}}};
   ASSERT_TRUE(backend_->BeginPass(PassDesc{tokens_, none}).ok());
   ASSERT_TRUE(backend_->EndPass().ok());
   ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "which has 0 logit rows");

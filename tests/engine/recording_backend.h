@@ -153,9 +153,9 @@ class BackendLog {
     std::lock_guard<std::mutex> lock(mu_);
     return storage_;
   }
-  int64_t n_layer() const {
+  int64_t n_layer() const {  // of every KV group
     std::lock_guard<std::mutex> lock(mu_);
-    return layout_.n_layer;
+    return kv_layers_;
   }
 
   // ---- holding passes ----
@@ -209,7 +209,8 @@ class BackendLog {
   std::set<int32_t> pass_writes_;  // the blocks its rows are written into
   // Storage.
   const KvStorage* storage_ = nullptr;
-  KvLayout layout_;
+  KvLayout layout_;              // the first KV group's
+  int64_t kv_layers_ = 0;        // layers of every KV group
   int64_t storage_blocks_ = 0;  // blocks with storage
 
   std::mutex gate_mu_;
@@ -341,10 +342,19 @@ class RecordingBackend : public Backend {
     }
     return id;
   }
-  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) override {
-    LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> inner, inner_->CreateKvStorage(layout));
-    auto wrapped = std::make_unique<RecordingKvStorage>(std::move(inner), log_);
+  // Records and checks only the first KV group (PassSequence::kv): the
+  // storage of a second group (a model mixing attention windows, Gemma) is
+  // the real backend's, handed out unwrapped -- its block ids are another
+  // pool's, which the checks below, keyed by id, would confuse with the
+  // first group's.
+  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(
+      const KvLayout& layout, absl::Span<const int64_t> layers) override {
+    LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> inner,
+                         inner_->CreateKvStorage(layout, layers));
     std::lock_guard<std::mutex> lock(log_->mu_);
+    log_->kv_layers_ += static_cast<int64_t>(layers.size());
+    if (log_->storage_ != nullptr) return inner;
+    auto wrapped = std::make_unique<RecordingKvStorage>(std::move(inner), log_);
     log_->storage_ = wrapped.get();
     log_->layout_ = layout;
     return std::unique_ptr<KvStorage>(std::move(wrapped));
@@ -539,9 +549,9 @@ class RecordingBackend : public Backend {
       }
     }
     if (layer != -1 || std::string(name) == "StoreKv" || std::string(name) == "Attention") {
-      if (layer < 0 || layer >= log_->layout_.n_layer) {
+      if (layer < 0 || layer >= log_->kv_layers_) {
         return log_->Violation(std::string(name) + " of layer " + std::to_string(layer) + " of " +
-                               std::to_string(log_->layout_.n_layer));
+                               std::to_string(log_->kv_layers_));
       }
     }
     return absl::OkStatus();
