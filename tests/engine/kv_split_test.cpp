@@ -193,6 +193,18 @@ TEST_P(KvSplitTest, RecordingBackendSeesEveryLayer) {
 
 INSTANTIATE_TEST_SUITE_P(Gemma, KvSplitTest, ::testing::Values("tiny-gemma2", "tiny-gemma3"));
 
+// Host storage good enough for block bookkeeping (never addressed).
+std::unique_ptr<KvStorage> SessionKvTest_Storage() {
+  class Host : public KvStorage {
+   public:
+    bool AddBlocks(int32_t, int64_t) noexcept override { return true; }
+    absl::Status CopyBlock(int32_t, int32_t) override { return absl::OkStatus(); }
+    absl::Status ReadBlock(int32_t, uint8_t*) const override { return absl::OkStatus(); }
+    absl::Status WriteBlock(int32_t, const uint8_t*) override { return absl::OkStatus(); }
+  };
+  return std::make_unique<Host>();
+}
+
 // SessionKv over two pools: the tables move together.
 class SessionKvTest : public ::testing::Test {
  protected:
@@ -202,17 +214,7 @@ class SessionKvTest : public ::testing::Test {
   KvBlockPool local_{groups_.Layout(KvLayout{3, 1, 8}, 1), 64 * 1024, Storage(1)};
   KvBlockPool* pools_[2] = {&full_, &local_};
 
-  // Host storage good enough for block bookkeeping (never addressed).
-  static std::unique_ptr<KvStorage> Storage(int) {
-    class Host : public KvStorage {
-     public:
-      bool AddBlocks(int32_t, int64_t) noexcept override { return true; }
-      absl::Status CopyBlock(int32_t, int32_t) override { return absl::OkStatus(); }
-      absl::Status ReadBlock(int32_t, uint8_t*) const override { return absl::OkStatus(); }
-      absl::Status WriteBlock(int32_t, const uint8_t*) override { return absl::OkStatus(); }
-    };
-    return std::make_unique<Host>();
-  }
+  static std::unique_ptr<KvStorage> Storage(int) { return SessionKvTest_Storage(); }
   void Run(SessionKv& kv, const std::vector<int32_t>& history, int64_t from) {
     ASSERT_TRUE(kv.PrepareWrite(from, static_cast<int64_t>(history.size())).ok());
     kv.Commit(history);
@@ -278,6 +280,68 @@ TEST_F(SessionKvTest, AdoptionStopsWhereTheLocalPoolLostTheChain) {
   EXPECT_EQ(next.table(1).n_positions(), 16);
   EXPECT_EQ(full_.Stats().blocks_used, 1u);
   EXPECT_EQ(local_.Stats().blocks_used, 1u);
+}
+
+// Two windowed groups (no supported architecture, but the rule allows it):
+// when the second pool lost the chain early, the first table, windowed,
+// cannot go back to the common length -- its window released what that
+// needs -- so both tables adopt nothing.
+TEST(SessionKvFallback, AWindowedTableThatCannotTruncateAdoptsNothing) {
+  KvGroups groups = KvGroups::ForWindows({8, 16});
+  ASSERT_EQ(groups.size(), 2u);
+  ASSERT_EQ(groups.groups[0].window, 8);
+  const KvLayout model{2, 1, 8};
+  KvBlockPool a(groups.Layout(model, 0), 64 * 1024, SessionKvTest_Storage());
+  KvBlockPool b(groups.Layout(model, 1), 64 * 1024, SessionKvTest_Storage());
+  KvBlockPool* pools[2] = {&a, &b};
+  const std::vector<int32_t> h = Tokens(80, 5);
+  {
+    SessionKv kv(&groups, pools, KvType::kF16, 256);
+    ASSERT_TRUE(kv.PrepareWrite(0, 32).ok());
+    kv.Commit(std::vector<int32_t>(h.begin(), h.begin() + 32));
+    b.Unregister(kv.table(1).blocks()[1]);
+    ASSERT_TRUE(kv.PrepareWrite(32, 80).ok());
+    kv.Commit(h);
+  }
+  SessionKv next(&groups, pools, KvType::kF16, 256);
+  next.SetPin(0);
+  EXPECT_EQ(next.AdoptCachedPrefix(h, 79), 0);
+  EXPECT_EQ(next.table(0).n_positions(), 0);
+  EXPECT_EQ(next.table(1).n_positions(), 0);
+  EXPECT_EQ(a.Stats().blocks_used, 0u);
+  EXPECT_EQ(b.Stats().blocks_used, 0u);
+}
+
+// A pool too small for a restore: the load fails with KV_FULL and neither
+// table keeps a block; a write that does not fit fails the same way with
+// the committed positions unchanged.
+TEST(SessionKvFailure, RestoreAndWriteThatDoNotFitLeaveTheTablesAsTheyWere) {
+  KvGroups groups = KvGroups::ForWindows({0, 16});
+  const KvLayout model{2, 1, 8};
+  const KvLayout local = groups.Layout(model, 1);
+  KvBlockPool full(groups.Layout(model, 0), 64 * 1024, SessionKvTest_Storage());
+  // Two local blocks: a window of 16 needs up to 2 (one being written).
+  KvBlockPool small(local, 2 * local.block_bytes(), SessionKvTest_Storage());
+  KvBlockPool* pools[2] = {&full, &small};
+  {
+    SessionKv kv(&groups, pools, KvType::kF16, 256);
+    // Restoring 100 positions needs blocks 5 and 6 of the local table: fits.
+    ASSERT_TRUE(kv.PrepareRestore(100).ok());
+  }
+  EXPECT_EQ(full.Stats().blocks_used, 0u);
+  SessionKv a(&groups, pools, KvType::kF16, 256);
+  SessionKv b(&groups, pools, KvType::kF16, 256);
+  ASSERT_TRUE(a.PrepareWrite(0, 20).ok());  // both local blocks
+  a.Commit(Tokens(20, 6));
+  const absl::Status st = b.PrepareRestore(40);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(b.table(0).blocks_held(), 0);
+  EXPECT_EQ(b.table(1).blocks_held(), 0);
+  EXPECT_EQ(full.Stats().blocks_used, 2u);  // a's only
+  const absl::Status w = b.PrepareWrite(0, 10);
+  EXPECT_FALSE(w.ok());
+  EXPECT_EQ(b.n_positions(), 0);
+  EXPECT_EQ(a.n_positions(), 20);
 }
 
 }  // namespace
