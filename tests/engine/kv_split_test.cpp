@@ -189,6 +189,20 @@ TEST_P(KvSplitTest, RecordingBackendSeesEveryLayer) {
   ASSERT_TRUE(s->Prefill(Tokens(100, 7)).ok());
   for (int k = 0; k < 5; ++k) ASSERT_TRUE(s->Decode().ok());
   EXPECT_TRUE(log->Violations().empty()) << log->Violations()[0];
+  // The last pass (a decode at position 104) handed the second group's list
+  // with the blocks the window released as -1, and the local layers'
+  // attention saw their window.
+  const std::vector<testing::PassRecord> passes = log->Passes();
+  ASSERT_FALSE(passes.empty());
+  const testing::SequenceRecord& seq = passes.back().sequences[0];
+  ASSERT_EQ(seq.blocks_group1.size(), seq.blocks.size());
+  EXPECT_EQ(seq.blocks_group1[0], -1);
+  EXPECT_GE(seq.blocks[0], 0);
+  int64_t windowed = 0;
+  for (const testing::OpRecord& op : passes.back().ops) {
+    if (op.name == "Attention" && op.window == 32) ++windowed;
+  }
+  EXPECT_EQ(windowed, static_cast<int64_t>(model->kv_groups().groups[1].layers.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma, KvSplitTest, ::testing::Values("tiny-gemma2", "tiny-gemma3"));
