@@ -142,8 +142,10 @@ typedef struct llm_model_params {
                                   all its sessions; 0 = default: a quarter of
                                   physical memory, at most what 64 sessions of
                                   4096 tokens need (F16). A value below one
-                                  block (llm_kv_stats.block_bytes) fails the
-                                  load with LLM_ERR_INVALID_ARGUMENT. Memory is
+                                  block of all layers (llm_kv_stats.block_bytes
+                                  + local_block_bytes) fails the load with
+                                  LLM_ERR_INVALID_ARGUMENT. A model with two
+                                  pools splits it by layer count. Memory is
                                   taken as sessions use it, never all at load. */
   int32_t deterministic;       /* 1: batch-invariant kernels: a session's
                                   results are bit-identical whether it runs
