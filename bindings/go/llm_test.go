@@ -448,7 +448,7 @@ func TestForkSaveLoadStats(t *testing.T) {
 	if err != nil || len(logits) != 49152 {
 		t.Fatal(len(logits), err)
 	}
-	if kv, err := m.KVStats(); err != nil || kv.BlocksUsed == 0 {
+	if kv, err := m.KVStats(); err != nil || kv.BlocksUsed == 0 || kv.NPools != 1 || kv.LocalBlocksUsed != 0 {
 		t.Fatal(kv, err)
 	}
 	if bs, err := m.BatchStats(); err != nil || bs.StepsCompleted == 0 {

@@ -268,6 +268,13 @@ type KVStats struct {
 	BlocksTotal, BlocksAllocated, BlocksUsed    uint64
 	BlocksShared, BlocksCached, PrefixHits      uint64
 	BytesPerTokenF16, BytesPerTokenF32          uint64
+	// A model mixing sliding-window and full-attention layers (Gemma 2/3)
+	// has a second pool for its windowed ("local") layers; else NPools is 1
+	// and the Local fields are 0.
+	NPools, LocalWindow                                   uint32
+	LocalBudgetBytes, LocalBlockBytes, LocalBlocksTotal   uint64
+	LocalBlocksAllocated, LocalBlocksUsed                 uint64
+	LocalBlocksShared, LocalBlocksCached, LocalPrefixHits uint64
 }
 
 // KVStats reports the model's KV block pool.
@@ -278,7 +285,11 @@ func (m *Model) KVStats() (KVStats, error) {
 	return KVStats{uint32(s.block_tokens), uint64(s.budget_bytes), uint64(s.block_bytes),
 		uint64(s.block_overhead_bytes), uint64(s.blocks_total), uint64(s.blocks_allocated),
 		uint64(s.blocks_used), uint64(s.blocks_shared), uint64(s.blocks_cached),
-		uint64(s.prefix_hits), uint64(s.bytes_per_token_f16), uint64(s.bytes_per_token_f32)}, err
+		uint64(s.prefix_hits), uint64(s.bytes_per_token_f16), uint64(s.bytes_per_token_f32),
+		uint32(s.n_pools), uint32(s.local_window), uint64(s.local_budget_bytes),
+		uint64(s.local_block_bytes), uint64(s.local_blocks_total), uint64(s.local_blocks_allocated),
+		uint64(s.local_blocks_used), uint64(s.local_blocks_shared), uint64(s.local_blocks_cached),
+		uint64(s.local_prefix_hits)}, err
 }
 
 // BatchStats is llm_batch_stats (the model's batcher counters).

@@ -142,8 +142,10 @@ typedef struct llm_model_params {
                                   all its sessions; 0 = default: a quarter of
                                   physical memory, at most what 64 sessions of
                                   4096 tokens need (F16). A value below one
-                                  block (llm_kv_stats.block_bytes) fails the
-                                  load with LLM_ERR_INVALID_ARGUMENT. Memory is
+                                  block of all layers (llm_kv_stats.block_bytes
+                                  + local_block_bytes) fails the load with
+                                  LLM_ERR_INVALID_ARGUMENT. A model with two
+                                  pools splits it by layer count. Memory is
                                   taken as sessions use it, never all at load. */
   int32_t deterministic;       /* 1: batch-invariant kernels: a session's
                                   results are bit-identical whether it runs
@@ -268,6 +270,22 @@ typedef struct llm_kv_stats {
   uint64_t prefix_hits;          /* blocks reused from the prefix cache so far */
   uint64_t bytes_per_token_f16;  /* 2 x n_layer x n_head_kv x head_dim x 2 */
   uint64_t bytes_per_token_f32;  /* 2 x n_layer x n_head_kv x head_dim x 4 */
+  /* 0.3: a model mixing sliding-window ("local") and full-attention
+   * ("global") layers -- Gemma 2/3 -- keeps its local layers' KV in a second
+   * pool, whose blocks hold only those layers and which a session's window
+   * releases as it moves (docs/SLIDING_WINDOW.md). The fields above then
+   * describe the first pool (the global layers'; budget_bytes and block_bytes
+   * are its share), these the second. One pool: n_pools = 1, the rest 0. */
+  uint32_t n_pools;                /* 1 or 2 */
+  uint32_t local_window;           /* attention window of the second pool's layers */
+  uint64_t local_budget_bytes;     /* the second pool's share of kv_budget_bytes */
+  uint64_t local_block_bytes;
+  uint64_t local_blocks_total;
+  uint64_t local_blocks_allocated;
+  uint64_t local_blocks_used;
+  uint64_t local_blocks_shared;
+  uint64_t local_blocks_cached;
+  uint64_t local_prefix_hits;
 } llm_kv_stats;
 
 LLM_API llm_status llm_kv_stats_init_v(llm_kv_stats *stats, size_t struct_size);

@@ -43,7 +43,8 @@ LLM_STRUCT_SIZES(llm_model_params, offsetof(llm_model_params, kv_budget_bytes) /
 // name[128], so the 0.1 size (224) ends just before `device_index`.
 LLM_STRUCT_SIZES(llm_model_info, offsetof(llm_model_info, device_index) /* 0.1 */,
                  sizeof(llm_model_info) /* 0.3 */);
-LLM_STRUCT_SIZES(llm_kv_stats, sizeof(llm_kv_stats) /* 0.2 */);
+LLM_STRUCT_SIZES(llm_kv_stats, offsetof(llm_kv_stats, n_pools) /* 0.2 */,
+                 sizeof(llm_kv_stats) /* 0.3 */);
 LLM_STRUCT_SIZES(llm_batch_stats, sizeof(llm_batch_stats) /* 0.2 */);
 LLM_STRUCT_SIZES(llm_chat_message, sizeof(llm_chat_message) /* 0.1 */);
 LLM_STRUCT_SIZES(llm_chat_options, sizeof(llm_chat_options) /* 0.3 */);
@@ -71,7 +72,8 @@ static_assert(sizeof(void*) != 8 ||
                   (FirstSize<llm_model_params>() == 32 &&
                    StructSizes<llm_model_params>::kSizes[1] == 48 &&
                    sizeof(llm_model_params) == 56 && FirstSize<llm_model_info>() == 224 &&
-                   sizeof(llm_model_info) == 248 && sizeof(llm_kv_stats) == 96 &&
+                   sizeof(llm_model_info) == 248 && FirstSize<llm_kv_stats>() == 96 &&
+                   sizeof(llm_kv_stats) == 168 &&
                    sizeof(llm_batch_stats) == 72 && sizeof(llm_chat_message) == 16 &&
                    sizeof(llm_sampler_params) == 36 && sizeof(llm_sampler_ext) == 8 &&
                    FirstSize<llm_session_params>() == 64 && sizeof(llm_session_params) == 72 &&

@@ -220,6 +220,19 @@ LLM_API llm_status llm_model_kv_stats(const llm_model* model, llm_kv_stats* stat
   out.prefix_hits = p.prefix_hits;
   out.bytes_per_token_f16 = layout.bytes_per_token(llm::KvType::kF16);
   out.bytes_per_token_f32 = layout.bytes_per_token(llm::KvType::kF32);
+  out.n_pools = static_cast<uint32_t>(m->kv_pools().size());
+  if (m->kv_pools().size() > 1) {
+    const llm::KvPoolStats q = m->kv_pool(1).Stats();
+    out.local_window = static_cast<uint32_t>(m->kv_groups().groups[1].window);
+    out.local_budget_bytes = q.budget_bytes;
+    out.local_block_bytes = q.block_bytes;
+    out.local_blocks_total = q.blocks_total;
+    out.local_blocks_allocated = q.blocks_allocated;
+    out.local_blocks_used = q.blocks_used;
+    out.local_blocks_shared = q.blocks_shared;
+    out.local_blocks_cached = q.blocks_cached;
+    out.local_prefix_hits = q.prefix_hits;
+  }
   llm::api::WriteStruct(out, stats, size);
   return LLM_OK;
   LLM_API_END

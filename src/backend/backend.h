@@ -84,14 +84,24 @@ enum class ActivationRows { kTokens, kLogitRows };
 // row's logits are produced (a logit row). rope_long: its rows rotate with
 // RopeSpec::freq_factors_long instead of freq_factors (Phi-3 LongRoPE: the
 // session's context exceeds the model's original one, model/llama.h).
+//
+// A model whose layers have different attention windows (Gemma 2/3) keeps
+// its KV in two groups (docs/SLIDING_WINDOW.md): kv holds the blocks of
+// group 0 (the layers of the first CreateKvStorage), kv_group1 those of
+// group 1 (the second); both cover the same positions, each from its own
+// pool. With one group kv_group1 is empty.
 struct PassSequence {
   int64_t row0 = 0;
   int64_t n_rows = 0;
   int64_t pos0 = 0;
   KvBlockList kv;
   bool wants_logits = false;
+  KvBlockList kv_group1;
   bool rope_long = false;
 };
+
+// KV groups a backend supports (kv and kv_group1 of PassSequence).
+inline constexpr int kMaxKvGroups = 2;
 
 // A ragged batch. tokens: [n_rows] ids, validated against the vocabulary by
 // the engine. The spans must stay valid until EndPass.
@@ -172,8 +182,15 @@ class Backend {
   // ---- memory (at load) -----------------------------------------------------
   // Declares a pass buffer of the given width; sized by each BeginPass.
   virtual ActivationId DeclareActivation(int64_t width, ActivationRows rows) = 0;
-  // The storage of the model's KV pool, for this layout. Called once.
-  virtual absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) = 0;
+  // The storage of one KV group's pool: the blocks holding the K/V of the
+  // model layers `layers` (layout.n_layer == layers.size()), layer
+  // layers[s] at slot s of the block (KvLayout::k_offset(type, s)). Called
+  // once per group, at most kMaxKvGroups times; groups are numbered in call
+  // order (group 0: PassSequence::kv, group 1: kv_group1) and together hold
+  // every layer once. A model with one group passes all layers in order, so
+  // a layer's slot is its index.
+  virtual absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(
+      const KvLayout& layout, absl::Span<const int64_t> layers) = 0;
 
   // ---- a pass -----------------------------------------------------------------
   virtual absl::Status BeginPass(const PassDesc& pass) = 0;
@@ -191,7 +208,8 @@ class Backend {
   virtual absl::Status Linear(absl::Span<const WeightId> weights, ActivationId in,
                               absl::Span<const ActivationId> outs) = 0;
   // Writes k and v ([rows][n_head_kv * head_dim]) of every row into its
-  // sequence's KV blocks at the row's position, for layer.
+  // sequence's KV blocks at the row's position, for layer (in the block list
+  // and slot of the layer's KV group).
   virtual absl::Status StoreKv(int64_t layer, ActivationId k, ActivationId v) = 0;
   // Causal attention of each sequence's new queries over its KV blocks
   // (positions [0, pos0 + n_rows)) in layer, scored as spec says.

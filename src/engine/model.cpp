@@ -148,9 +148,30 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
     sched.token_budget = options.batch_tokens > 0 ? options.batch_tokens : kDefaultBatchTokens;
     sched.max_chunk = sched.token_budget;
     try {
-      LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
-                           model->backend_->CreateKvStorage(layout));
-      model->kv_pool_ = std::make_unique<KvBlockPool>(layout, budget, std::move(storage));
+      // One pool per KV group, the byte budget split by layer count: a
+      // group's blocks hold its layers only, so each pool holds as many
+      // positions as the one pool of all layers would (with two groups the
+      // global layers keep exactly what they had). budget >= the all-layer
+      // block, so every share holds at least one of its group's blocks.
+      model->kv_groups_ = KvGroups::ForWindows(hp.layer_window);
+      if (!options.split_kv_groups && model->kv_groups_.size() > 1) {
+        model->kv_groups_ = KvGroups::ForWindows(std::vector<int64_t>(hp.layer_window.size(), 0));
+      }
+      const KvGroups& groups = model->kv_groups_;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const KvLayout group_layout = groups.Layout(layout, g);
+        // floor(budget * n_g / n_layer), without overflow.
+        const uint64_t n = static_cast<uint64_t>(layout.n_layer);
+        const uint64_t n_g = static_cast<uint64_t>(group_layout.n_layer);
+        const uint64_t share =
+            groups.size() == 1 ? budget : budget / n * n_g + budget % n * n_g / n;
+        LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
+                             model->backend_->CreateKvStorage(group_layout,
+                                                              groups.groups[g].layers));
+        model->kv_pools_.push_back(
+            std::make_unique<KvBlockPool>(group_layout, share, std::move(storage)));
+        model->kv_pool_ptrs_.push_back(model->kv_pools_.back().get());
+      }
       model->executor_ = std::make_unique<ModelExecutor>(*model->llama_, *model->backend_);
       model->scheduler_ = std::make_unique<Scheduler>(model->executor_.get(), sched);
     } catch (const std::bad_alloc&) {
@@ -179,15 +200,6 @@ uint64_t DefaultKvBudget(const KvLayout& layout) {
                                    : uint64_t{1} << 30;
   const uint64_t sessions_cap = 64ull * 4096ull * layout.bytes_per_token(KvType::kF16);
   return std::max<uint64_t>(std::min(quarter_ram, sessions_cap), layout.block_bytes());
-}
-
-int64_t Model::kv_window() const {
-  const std::vector<int64_t>& w = hparams_.layer_window;
-  if (w.empty()) return 0;
-  for (const int64_t x : w) {
-    if (x != w[0]) return 0;
-  }
-  return w[0];
 }
 
 KvLayout Model::kv_layout() const {

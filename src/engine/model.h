@@ -14,6 +14,7 @@
 #include "engine/scheduler.h"
 #include "format/gguf.h"
 #include "kv/block_pool.h"
+#include "kv/kv_groups.h"
 #include "model/llama.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +30,10 @@ struct ModelLoadOptions {
   int64_t batch_tokens = 0;      // token budget of one batched pass; 0: kDefaultBatchTokens
   DeviceKind device = DeviceKind::kAuto;
   int device_index = 0;
+  // Tests: false keeps a model mixing attention windows in one KV group of
+  // full attention (no split, nothing released: what 0.3 did before the
+  // split), so a test can compare the split against it.
+  bool split_kv_groups = true;
   // Tests: makes the backend instead of CreateBackend(device, ...), e.g. a
   // double that records the operations of each pass.
   std::function<absl::StatusOr<std::unique_ptr<Backend>>(const BackendOptions&)> backend_factory;
@@ -73,16 +78,20 @@ class Model {
   // which replace their mapped bytes in memory.
   uint64_t mapped_weight_bytes() const { return prefaulted_bytes_; }
   uint64_t weight_copy_bytes() const { return weight_copy_bytes_; }
+  // The KV shape of all layers (a session file's layout, the default budget).
   KvLayout kv_layout() const;
-  // The attention window the sessions' KV block tables keep
-  // (docs/SLIDING_WINDOW.md): the layers' common window when every layer has
-  // the same one (Mistral-style), else 0 -- the table keeps every position,
-  // which is correct for any mix of windows, only not smaller.
-  int64_t kv_window() const;
+  // How the layers' KV splits into groups, each with its window and pool
+  // (kv/kv_groups.h, docs/SLIDING_WINDOW.md): one group when every layer has
+  // the same window (Mistral-style, or none), two for Gemma's mix of local
+  // and global layers. !vocab_only() only.
+  const KvGroups& kv_groups() const { return kv_groups_; }
 
   // The shared machinery sessions use (!vocab_only() only). Thread-safe
   // objects: a const Model hands them out mutable, as it is shared.
-  KvBlockPool& kv_pool() const { return *kv_pool_; }
+  // kv_pool(): group 0's pool (the only one of a one-group model).
+  KvBlockPool& kv_pool(size_t group = 0) const { return *kv_pools_[group]; }
+  // Every group's pool, in group order.
+  absl::Span<KvBlockPool* const> kv_pools() const { return kv_pool_ptrs_; }
   Scheduler& scheduler() const { return *scheduler_; }
 
  private:
@@ -107,7 +116,9 @@ class Model {
   uint64_t weight_copy_bytes_ = 0;
   // Declared last: destroyed first (the scheduler's thread is joined before
   // the executor and KV pool it uses go away).
-  std::unique_ptr<KvBlockPool> kv_pool_;
+  KvGroups kv_groups_;
+  std::vector<std::unique_ptr<KvBlockPool>> kv_pools_;  // [kv_groups_.size()]
+  std::vector<KvBlockPool*> kv_pool_ptrs_;
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<Scheduler> scheduler_;
 };

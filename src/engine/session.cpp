@@ -36,8 +36,8 @@ void Session::Init(std::shared_ptr<const Model> model, int64_t n_ctx, KvType kv_
   rope_long_ = model_->llama().UsesLongRope(n_ctx);
   kv_type_ = kv_type;
   seed_ = seed;
-  kv_ = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type, n_ctx, model_->kv_window(),
-                                       KvVariant());
+  kv_ = std::make_unique<SessionKv>(&model_->kv_groups(), model_->kv_pools(), kv_type, n_ctx,
+                                    KvVariant());
   sampler_ = std::make_unique<Sampler>(sampler);
   rng_ = Rng(seed);
   logits_.assign(static_cast<size_t>(model_->hparams().n_vocab), 0.0f);
@@ -420,8 +420,8 @@ absl::Status Session::Load(const uint8_t* data, size_t size) {
   expect.n_ctx = n_ctx_;
   expect.layout = &layout;
   expect.rope_long = rope_long_;
-  auto fresh = std::make_unique<KvBlockTable>(&model_->kv_pool(), kv_type_, n_ctx_,
-                                              model_->kv_window(), KvVariant());
+  auto fresh = std::make_unique<SessionKv>(&model_->kv_groups(), model_->kv_pools(), kv_type_,
+                                           n_ctx_, KvVariant());
   SessionState state;
   LLM_RETURN_IF_ERROR(DeserializeSession(data, size, expect, &state, fresh.get()));
   Rng rng = rng_;

@@ -24,6 +24,7 @@
 #include "engine/model.h"
 #include "engine/scheduler.h"
 #include "kv/block_table.h"
+#include "kv/session_kv.h"
 #include "model/llama.h"
 #include "sampling/sampler.h"
 
@@ -54,7 +55,10 @@ class Session : private StepClient {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   bool has_logits() const { return has_logits_; }
   absl::Span<const float> logits() const { return logits_; }
-  const KvBlockTable& kv() const { return *kv_; }
+  // Group 0's table (the only one of a one-group model).
+  const KvBlockTable& kv() const { return kv_->table(0); }
+  // Every group's table (kv/session_kv.h).
+  const SessionKv& session_kv() const { return *kv_; }
 
   // Failure atomicity (docs/BATCHING.md): a prefill or decode step that
   // fails -- any status, a cancel included -- leaves the session exactly as
@@ -153,7 +157,7 @@ class Session : private StepClient {
   uint32_t KvVariant() const { return rope_long_ ? 1u : 0u; }
   KvType kv_type_ = KvType::kF16;
   uint64_t seed_ = 0;
-  std::unique_ptr<KvBlockTable> kv_;
+  std::unique_ptr<SessionKv> kv_;
   std::unique_ptr<Sampler> sampler_;
   Rng rng_{0};
   std::vector<int32_t> tokens_;

@@ -133,67 +133,100 @@ size_t SerializedKvOffset(int64_t layer, bool v, int64_t pos, int64_t n, size_t 
           static_cast<size_t>(pos)) * row_bytes;
 }
 
-absl::Status SaveKvRows(const KvBlockTable& kv, const KvLayout& layout, int64_t n, uint8_t* out) {
-  const KvType t = kv.type();
-  const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
-  const int64_t bt = kv.block_tokens();
-  std::vector<uint8_t> block(layout.block_bytes());
-  for (int64_t first = 0; first < n; first += bt) {
-    // A block a sliding-window table released (its positions are out of
-    // every future window): its rows are saved as zeros, never read back.
-    if (kv.blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) {
-      std::fill(block.begin(), block.end(), uint8_t{0});
-    } else {
-      LLM_RETURN_IF_ERROR(kv.ReadBlock(static_cast<size_t>(first / bt), block.data()));
-    }
-    for (int64_t l = 0; l < layout.n_layer; ++l) {
-      for (int64_t p = first; p < std::min(n, first + bt); ++p) {
-        const size_t row = static_cast<size_t>(p - first) * row_bytes;
-        CopyRowLe(out + SerializedKvOffset(l, false, p, n, row_bytes),
-                  block.data() + layout.k_offset(t, l) + row, row_bytes, elem_bytes);
-        CopyRowLe(out + SerializedKvOffset(l, true, p, n, row_bytes),
-                  block.data() + layout.v_offset(t, l) + row, row_bytes, elem_bytes);
+// A session's tables as the rows' copy sees them: tables[g] holds the
+// layers groups.groups[g].layers, layer layers[s] at slot s of its blocks.
+struct KvTables {
+  std::vector<KvBlockTable*> tables;  // [groups->size()]
+  const KvGroups* groups = nullptr;
+};
+
+// One group holding every layer (a lone table).
+const KvGroups& AllLayersGroup(int64_t n_layer, KvGroups* storage) {
+  *storage = KvGroups::ForWindows(std::vector<int64_t>(static_cast<size_t>(n_layer), 0));
+  return *storage;
+}
+
+absl::Status SaveKvRows(const KvTables& kv, const KvLayout& layout, int64_t n, uint8_t* out) {
+  for (size_t g = 0; g < kv.tables.size(); ++g) {
+    const KvBlockTable& table = *kv.tables[g];
+    const KvLayout group = kv.groups->Layout(layout, g);
+    const std::vector<int64_t>& layers = kv.groups->groups[g].layers;
+    const KvType t = table.type();
+    const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
+    const int64_t bt = table.block_tokens();
+    std::vector<uint8_t> block(group.block_bytes());
+    for (int64_t first = 0; first < n; first += bt) {
+      // A block a sliding-window table released (its positions are out of
+      // every future window): its rows are saved as zeros, never read back.
+      if (table.blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) {
+        std::fill(block.begin(), block.end(), uint8_t{0});
+      } else {
+        LLM_RETURN_IF_ERROR(table.ReadBlock(static_cast<size_t>(first / bt), block.data()));
+      }
+      for (size_t slot = 0; slot < layers.size(); ++slot) {
+        const int64_t l = layers[slot];
+        const int64_t sl = static_cast<int64_t>(slot);
+        for (int64_t p = first; p < std::min(n, first + bt); ++p) {
+          const size_t row = static_cast<size_t>(p - first) * row_bytes;
+          CopyRowLe(out + SerializedKvOffset(l, false, p, n, row_bytes),
+                    block.data() + group.k_offset(t, sl) + row, row_bytes, elem_bytes);
+          CopyRowLe(out + SerializedKvOffset(l, true, p, n, row_bytes),
+                    block.data() + group.v_offset(t, sl) + row, row_bytes, elem_bytes);
+        }
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status LoadKvRows(const uint8_t* in, const KvLayout& layout, int64_t n, KvBlockTable* kv) {
-  const KvType t = kv->type();
-  const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
-  const int64_t bt = kv->block_tokens();
-  std::vector<uint8_t> block(layout.block_bytes());  // rows past n stay zero
-  for (int64_t first = 0; first < n; first += bt) {
-    for (int64_t l = 0; l < layout.n_layer; ++l) {
-      for (int64_t p = first; p < std::min(n, first + bt); ++p) {
-        const size_t row = static_cast<size_t>(p - first) * row_bytes;
-        CopyRowLe(block.data() + layout.k_offset(t, l) + row,
-                  in + SerializedKvOffset(l, false, p, n, row_bytes), row_bytes, elem_bytes);
-        CopyRowLe(block.data() + layout.v_offset(t, l) + row,
-                  in + SerializedKvOffset(l, true, p, n, row_bytes), row_bytes, elem_bytes);
+absl::Status LoadKvRows(const uint8_t* in, const KvLayout& layout, int64_t n, const KvTables& kv) {
+  for (size_t g = 0; g < kv.tables.size(); ++g) {
+    KvBlockTable& table = *kv.tables[g];
+    const KvLayout group = kv.groups->Layout(layout, g);
+    const std::vector<int64_t>& layers = kv.groups->groups[g].layers;
+    const KvType t = table.type();
+    const size_t row_bytes = RowBytes(layout, t), elem_bytes = KvLayout::elem_bytes(t);
+    const int64_t bt = table.block_tokens();
+    std::vector<uint8_t> block(group.block_bytes());  // rows past n stay zero
+    for (int64_t first = 0; first < n; first += bt) {
+      // PrepareRestore left the blocks a windowed table does not need released.
+      if (table.blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) continue;
+      for (size_t slot = 0; slot < layers.size(); ++slot) {
+        const int64_t l = layers[slot];
+        const int64_t sl = static_cast<int64_t>(slot);
+        for (int64_t p = first; p < std::min(n, first + bt); ++p) {
+          const size_t row = static_cast<size_t>(p - first) * row_bytes;
+          CopyRowLe(block.data() + group.k_offset(t, sl) + row,
+                    in + SerializedKvOffset(l, false, p, n, row_bytes), row_bytes, elem_bytes);
+          CopyRowLe(block.data() + group.v_offset(t, sl) + row,
+                    in + SerializedKvOffset(l, true, p, n, row_bytes), row_bytes, elem_bytes);
+        }
       }
+      LLM_RETURN_IF_ERROR(table.WriteBlock(static_cast<size_t>(first / bt), block.data()));
     }
-    // PrepareRestore left the blocks a windowed table does not need released.
-    if (kv->blocks()[static_cast<size_t>(first / bt)] == KvBlockTable::kReleased) continue;
-    LLM_RETURN_IF_ERROR(kv->WriteBlock(static_cast<size_t>(first / bt), block.data()));
   }
   return absl::OkStatus();
 }
 
 absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
-                         SessionState* state, KvBlockTable* kv) {
+                         SessionState* state, const KvTables& kv) {
   // Caller contract (a libllm bug if broken, never the buffer's fault).
-  if (state == nullptr || kv == nullptr || expect.layout == nullptr || expect.n_vocab <= 0 ||
+  if (state == nullptr || kv.tables.empty() || kv.groups == nullptr ||
+      kv.groups->size() != kv.tables.size() || expect.layout == nullptr || expect.n_vocab <= 0 ||
       expect.n_ctx < 0 || (data == nullptr && size != 0)) {
     return Error(LLM_ERR_INTERNAL, "DeserializeSession: bad arguments");
   }
   const KvLayout& layout = *expect.layout;
-  if (kv->type() != expect.kv_type || kv->n_positions() != 0 ||
-      kv->row_bytes() != RowBytes(layout, expect.kv_type)) {
-    return Error(LLM_ERR_INTERNAL,
-                 "DeserializeSession: the KV table is not fresh or does not match the expected "
-                 "type and layout");
+  for (const KvBlockTable* t : kv.tables) {
+    if (t == nullptr || t->type() != expect.kv_type || t->n_positions() != 0 ||
+        t->row_bytes() != RowBytes(layout, expect.kv_type)) {
+      return Error(LLM_ERR_INTERNAL,
+                   "DeserializeSession: the KV table is not fresh or does not match the expected "
+                   "type and layout");
+    }
+  }
+  if (kv.groups->group_of.size() != static_cast<size_t>(layout.n_layer)) {
+    return Error(LLM_ERR_INTERNAL, "DeserializeSession: KV groups of another layer count");
   }
 
   // 1. What it is: magic, then version (before anything whose place or
@@ -350,9 +383,14 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   //    K rows of positions 0..n-1, then its V rows.
   const int64_t n = static_cast<int64_t>(n_tokens);
   if (n > 0) {
-    LLM_RETURN_IF_ERROR(kv->PrepareRestore(n));
+    for (size_t g = 0; g < kv.tables.size(); ++g) {
+      if (absl::Status st = kv.tables[g]->PrepareRestore(n); !st.ok()) {
+        for (size_t h = 0; h < g; ++h) kv.tables[h]->Truncate(0);
+        return st;
+      }
+    }
     LLM_RETURN_IF_ERROR(LoadKvRows(kv_data, layout, n, kv));
-    kv->Commit(tokens);
+    for (KvBlockTable* t : kv.tables) t->Commit(tokens);
   }
 
   state->model_fingerprint = fingerprint;
@@ -367,6 +405,9 @@ absl::Status Deserialize(const uint8_t* data, size_t size, const SessionLoadExpe
   return absl::OkStatus();
 }
 
+absl::Status Serialize(const SessionState& state, const KvTables& kv, const KvLayout& layout,
+                       uint8_t* out);
+
 }  // namespace
 
 size_t SerializedSessionSize(const SessionState& state, const KvLayout& layout) {
@@ -379,6 +420,25 @@ size_t SerializedSessionSize(const SessionState& state, const KvLayout& layout) 
 
 absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
                               const KvLayout& layout, uint8_t* out) {
+  KvGroups one;
+  KvTables tables{{const_cast<KvBlockTable*>(&kv)}, &AllLayersGroup(layout.n_layer, &one)};
+  return Serialize(state, tables, layout, out);
+}
+
+absl::Status SerializeSession(const SessionState& state, const SessionKv& kv,
+                              const KvLayout& layout, uint8_t* out) {
+  KvTables tables;
+  for (size_t g = 0; g < kv.n_groups(); ++g) {
+    tables.tables.push_back(const_cast<KvBlockTable*>(&kv.table(g)));  // only read
+  }
+  tables.groups = &kv.groups();
+  return Serialize(state, tables, layout, out);
+}
+
+namespace {
+
+absl::Status Serialize(const SessionState& state, const KvTables& kv, const KvLayout& layout,
+                       uint8_t* out) {
   const size_t total = SerializedSessionSize(state, layout);
   const size_t n = state.tokens.size();
   const size_t n_logits = state.has_logits ? state.logits.size() : 0;
@@ -417,10 +477,30 @@ absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::Status DeserializeSession(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
                                 SessionState* state, KvBlockTable* kv) {
   try {
-    return Deserialize(data, size, expect, state, kv);
+    if (kv == nullptr || expect.layout == nullptr) {
+      return Error(LLM_ERR_INTERNAL, "DeserializeSession: bad arguments");
+    }
+    KvGroups one;
+    KvTables tables{{kv}, &AllLayersGroup(expect.layout->n_layer, &one)};
+    return Deserialize(data, size, expect, state, tables);
+  } catch (const std::bad_alloc&) {
+    return Error(LLM_ERR_OUT_OF_MEMORY, "out of memory loading a session buffer");
+  }
+}
+
+absl::Status DeserializeSession(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
+                                SessionState* state, SessionKv* kv) {
+  try {
+    if (kv == nullptr) return Error(LLM_ERR_INTERNAL, "DeserializeSession: bad arguments");
+    KvTables tables;
+    for (size_t g = 0; g < kv->n_groups(); ++g) tables.tables.push_back(&kv->table(g));
+    tables.groups = &kv->groups();
+    return Deserialize(data, size, expect, state, tables);
   } catch (const std::bad_alloc&) {
     return Error(LLM_ERR_OUT_OF_MEMORY, "out of memory loading a session buffer");
   }

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "kv/block_table.h"
+#include "kv/session_kv.h"
 #include "kv/kv_layout.h"
 #include "sampling/sampler_config.h"
 
@@ -53,6 +54,12 @@ size_t SerializedSessionSize(const SessionState& state, const KvLayout& layout);
 // layout is the layout of kv's pool. Reads kv's blocks through the pool's
 // storage (a device error or OUT_OF_MEMORY for the staging block can fail it).
 absl::Status SerializeSession(const SessionState& state, const KvBlockTable& kv,
+                              const KvLayout& layout, uint8_t* out);
+// The same for a session whose KV is split into groups (kv/session_kv.h):
+// each layer's rows come from its group's table, so the bytes are those one
+// table of every layer would give (the format does not know about groups).
+// layout: the model's layout of all layers.
+absl::Status SerializeSession(const SessionState& state, const SessionKv& kv,
                               const KvLayout& layout, uint8_t* out);
 
 // What the loading session expects of a buffer.
@@ -89,5 +96,10 @@ struct SessionLoadExpect {
 // empty.
 absl::Status DeserializeSession(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
                                 SessionState* state, KvBlockTable* kv);
+// The same into a fresh SessionKv: each layer's rows go to its group's table
+// (every table restored as PrepareRestore says: a windowed one allocates
+// only its window); on failure every table is empty again.
+absl::Status DeserializeSession(const uint8_t* data, size_t size, const SessionLoadExpect& expect,
+                                SessionState* state, SessionKv* kv);
 
 }  // namespace llm

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "format/gguf.h"
-#include "kv/block_table.h"
+#include "kv/session_kv.h"
 #include "model/arch.h"
 
 namespace llm {
@@ -247,7 +247,8 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, Backend& 
     seq.row0 = static_cast<int64_t>(s.tokens.size());
     seq.n_rows = static_cast<int64_t>(step.tokens.size());
     seq.pos0 = step.pos0;
-    seq.kv = step.kv->block_list();
+    seq.kv = step.kv->table(0).block_list();
+    if (step.kv->n_groups() > 1) seq.kv_group1 = step.kv->table(1).block_list();
     seq.wants_logits = step.logits != nullptr;
     seq.rope_long = step.rope_long;
     if (seq.wants_logits && seq.n_rows > 0) ++n_logit_rows;

@@ -25,11 +25,11 @@
 namespace llm {
 
 class GgufFile;
-class KvBlockTable;
+class SessionKv;
 
 // One sequence's part of a batch.
 struct SequenceStep {
-  KvBlockTable* kv = nullptr;        // receives K/V of positions [pos0, pos0 + n)
+  SessionKv* kv = nullptr;           // receives K/V of positions [pos0, pos0 + n)
   absl::Span<const int32_t> tokens;  // n new tokens (ids already validated)
   int64_t pos0 = 0;                  // absolute position of tokens[0]
   float* logits = nullptr;           // [n_vocab] for the last token, or nullptr

@@ -27,12 +27,15 @@ constexpr size_t kGuard = 64;
 constexpr size_t kTooLarge = 4097;  // above the library's 4096-byte cap
 
 // The size llm_model_params / llm_session_params had in 0.1 (the offset of
-// the first field appended later); every other struct still has its first size.
+// the first field appended later); llm_kv_stats grew in 0.3 (below); every other
+// struct still has its first size.
 constexpr size_t kModelParams01 = offsetof(llm_model_params, kv_budget_bytes);
 constexpr size_t kModelParams02 = offsetof(llm_model_params, device);
 // 0.3's device took the tail padding of the 0.1 struct (224 bytes).
 constexpr size_t kModelInfo01 = offsetof(llm_model_info, device_index);
 constexpr size_t kSessionParams01 = offsetof(llm_session_params, sampler_ext);
+// 0.3 appended the second (sliding-window) pool's fields.
+constexpr size_t kKvStats02 = offsetof(llm_kv_stats, n_pools);
 
 // A struct of `size` bytes followed by kGuard guard bytes, all kFill at first.
 class Buffer {
@@ -144,7 +147,7 @@ TEST(AbiStructSize, InitsWriteExactlyTheirSize) {
                              (llm_model_info_init),
                              {kModelInfo01, sizeof(llm_model_info)}});
   CheckInit<llm_kv_stats>(
-      {"llm_kv_stats", llm_kv_stats_init_v, (llm_kv_stats_init), {sizeof(llm_kv_stats)}});
+      {"llm_kv_stats", llm_kv_stats_init_v, (llm_kv_stats_init), {kKvStats02, sizeof(llm_kv_stats)}});
   CheckInit<llm_batch_stats>({"llm_batch_stats",
                               llm_batch_stats_init_v,
                               (llm_batch_stats_init),

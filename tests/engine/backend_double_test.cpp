@@ -705,7 +705,8 @@ class BackendDoubleProtocolTest : public ::testing::Test {
     layout.n_layer = 2;
     layout.n_head_kv = 1;
     layout.head_dim = 8;
-    auto storage = backend_->CreateKvStorage(layout);
+    const std::vector<int64_t> layers = {0, 1};
+    auto storage = backend_->CreateKvStorage(layout, layers);
     ASSERT_TRUE(storage.ok()) << storage.status();
     storage_ = std::move(*storage);
     ASSERT_TRUE(storage_->AddBlocks(0, 4));
@@ -736,23 +737,28 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(backend_->Add(x_, x_), "before any BeginPass");
 
   // Tokens that the sequences do not cover.
-  std::vector<PassSequence> one_row = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> one_row = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, one_row}), "sequences cover 1 rows");
   // Blocks that do not cover the positions.
-  std::vector<PassSequence> far = {PassSequence{0, 2, 15, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> far = {PassSequence{0, 2, 15, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, far}), "do not cover");
   // A block without storage.
   const std::vector<int32_t> no_storage = {9};
-  std::vector<PassSequence> missing = {PassSequence{0, 2, 0, KvBlockList{no_storage}, true}};
+  std::vector<PassSequence> missing = {PassSequence{0, 2, 0, KvBlockList{no_storage}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, missing}), "has no storage");
   // Two sequences writing one block.
-  std::vector<PassSequence> both = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true},
-                                    PassSequence{1, 1, 3, KvBlockList{blocks_a_}, true}};
+  std::vector<PassSequence> both = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, true, {}},
+                                    PassSequence{1, 1, 3, KvBlockList{blocks_a_}, true, {}}};
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, both}), "another sequence");
 
+  // A second group's list on a model with one KV group.
+  std::vector<PassSequence> extra = {
+      PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false, KvBlockList{blocks_b_}}};
+  ExpectViolation(backend_->BeginPass(PassDesc{tokens_, extra}), "has one KV group");
+
   // A well-formed pass of two rows, the second sequence wanting logits.
-  std::vector<PassSequence> ok = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, false},
-                                  PassSequence{1, 1, 0, KvBlockList{blocks_b_}, true}};
+  std::vector<PassSequence> ok = {PassSequence{0, 1, 0, KvBlockList{blocks_a_}, false, {}},
+                                  PassSequence{1, 1, 0, KvBlockList{blocks_b_}, true, {}}};
   ASSERT_TRUE(backend_->BeginPass(PassDesc{tokens_, ok}).ok());
   ExpectViolation(backend_->BeginPass(PassDesc{tokens_, ok}), "BeginPass inside a pass");
   EXPECT_TRUE(backend_->Add(x_, x_).ok());
@@ -774,7 +780,7 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "before its EndPass");
 
   // A pass without logit rows, ended properly: no row can be read.
-  std::vector<PassSequence> none = {PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false}};
+  std::vector<PassSequence> none = {PassSequence{0, 2, 0, KvBlockList{blocks_a_}, false, {}}};
   ASSERT_TRUE(backend_->BeginPass(PassDesc{tokens_, none}).ok());
   ASSERT_TRUE(backend_->EndPass().ok());
   ExpectViolation(backend_->ReadActivation(logits_, 0, host.data()), "which has 0 logit rows");
@@ -792,6 +798,61 @@ TEST_F(BackendDoubleProtocolTest, RefusesMisuse) {
   ExpectViolation(other, "another thread");
   ASSERT_TRUE(backend_->EndPass().ok());
   EXPECT_EQ(log_->Violations().size(), seen_);
+}
+
+// Two KV groups (a model mixing windows): layer 0 in group 0 (full), layer 1
+// in group 1 (windowed); the double checks each layer's reads against its
+// group's list and the second list's coverage.
+TEST(BackendDoubleTwoGroups, ChecksEachLayerAgainstItsGroupsBlocks) {
+  auto log = std::make_shared<BackendLog>();
+  auto made = RecordingBackend::Factory(log)(BackendOptions{});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Backend> b = std::move(*made);
+  const ActivationId x = b->DeclareActivation(8, ActivationRows::kTokens);
+  const KvLayout one_layer{1, 1, 8};
+  const std::vector<int64_t> g0 = {0}, g1 = {1};
+  auto s0 = b->CreateKvStorage(one_layer, g0);
+  auto s1 = b->CreateKvStorage(one_layer, g1);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  ASSERT_TRUE((*s0)->AddBlocks(0, 2));
+  ASSERT_TRUE((*s1)->AddBlocks(0, 2));
+  EXPECT_EQ(log->n_layer(), 2);
+  size_t seen = 0;
+  auto expect_violation = [&](const absl::Status& st, const std::string& what) {
+    EXPECT_EQ(ToLlmStatus(st), LLM_ERR_INTERNAL) << st;
+    const std::vector<std::string> v = log->Violations();
+    ASSERT_GT(v.size(), seen) << "no violation recorded for " << what;
+    EXPECT_NE(v.back().find(what), std::string::npos) << v.back();
+    seen = v.size();
+  };
+  const std::vector<int32_t> tokens = {5};
+  const std::vector<int32_t> full = {0, 1};
+  const std::vector<int32_t> short_list = {1};
+  const std::vector<int32_t> window_released = {-1, 0};  // block 0 released
+  const std::vector<int32_t> write_released = {0, -1};
+  // Position 20 (block 1): group 1's list must cover it and hold block 1.
+  std::vector<PassSequence> uncovered = {
+      PassSequence{0, 1, 20, KvBlockList{full}, false, KvBlockList{short_list}}};
+  expect_violation(b->BeginPass(PassDesc{tokens, uncovered}), "of group 1 do not cover");
+  std::vector<PassSequence> into_released = {
+      PassSequence{0, 1, 20, KvBlockList{full}, false, KvBlockList{write_released}}};
+  expect_violation(b->BeginPass(PassDesc{tokens, into_released}), "of group 1");
+  std::vector<PassSequence> ok = {
+      PassSequence{0, 1, 20, KvBlockList{full}, false, KvBlockList{window_released}}};
+  ASSERT_TRUE(b->BeginPass(PassDesc{tokens, ok}).ok());
+  ASSERT_TRUE(b->StoreKv(0, x, x).ok());
+  ASSERT_TRUE(b->StoreKv(1, x, x).ok());
+  // Layer 0 (group 0, all blocks held) reads everything; layer 1 with window
+  // 4 reads only block 1 (keys [17, 20]); full attention over layer 1 would
+  // read its group's released block 0.
+  EXPECT_TRUE(b->Attention(0, 1, 0, x, x).ok());
+  EXPECT_TRUE(b->Attention(1, 1, 4, x, x).ok());
+  expect_violation(b->Attention(1, 1, 0, x, x), "reads released KV block index 0");
+  ASSERT_TRUE(b->EndPass().ok());
+  EXPECT_EQ(log->Violations().size(), seen);
+  const std::vector<PassRecord> passes = log->Passes();
+  ASSERT_FALSE(passes.empty());
+  EXPECT_EQ(passes.back().sequences[0].blocks_group1, window_released);
 }
 
 }  // namespace

@@ -78,7 +78,13 @@ struct SequenceRecord {
   bool wants_logits = false;
   KvType kv_type = KvType::kF16;
   std::vector<int32_t> blocks;  // the KV block list, in position order
+  // The second KV group's list (PassSequence::kv_group1), empty with one group.
+  std::vector<int32_t> blocks_group1;
   int64_t n_blocks() const { return static_cast<int64_t>(blocks.size()); }
+  // The list a layer of KV group g reads.
+  const std::vector<int32_t>& group_blocks(int g) const {
+    return g == 0 ? blocks : blocks_group1;
+  }
 };
 
 struct PassRecord {
@@ -153,9 +159,9 @@ class BackendLog {
     std::lock_guard<std::mutex> lock(mu_);
     return storage_;
   }
-  int64_t n_layer() const {
+  int64_t n_layer() const {  // of every KV group
     std::lock_guard<std::mutex> lock(mu_);
-    return layout_.n_layer;
+    return kv_layers_;
   }
 
   // ---- holding passes ----
@@ -209,7 +215,10 @@ class BackendLog {
   std::set<int32_t> pass_writes_;  // the blocks its rows are written into
   // Storage.
   const KvStorage* storage_ = nullptr;
-  KvLayout layout_;
+  KvLayout layout_;              // the first KV group's
+  int64_t kv_layers_ = 0;        // layers of every KV group
+  int kv_groups_ = 0;            // CreateKvStorage calls
+  std::vector<int> layer_group_;  // [layer]: its KV group
   int64_t storage_blocks_ = 0;  // blocks with storage
 
   std::mutex gate_mu_;
@@ -341,10 +350,26 @@ class RecordingBackend : public Backend {
     }
     return id;
   }
-  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) override {
-    LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> inner, inner_->CreateKvStorage(layout));
-    auto wrapped = std::make_unique<RecordingKvStorage>(std::move(inner), log_);
+  // Records and checks only the first KV group (PassSequence::kv): the
+  // storage of a second group (a model mixing attention windows, Gemma) is
+  // the real backend's, handed out unwrapped -- its block ids are another
+  // pool's, which the checks below, keyed by id, would confuse with the
+  // first group's.
+  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(
+      const KvLayout& layout, absl::Span<const int64_t> layers) override {
+    LLM_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> inner,
+                         inner_->CreateKvStorage(layout, layers));
     std::lock_guard<std::mutex> lock(log_->mu_);
+    log_->kv_layers_ += static_cast<int64_t>(layers.size());
+    for (const int64_t l : layers) {
+      if (log_->layer_group_.size() <= static_cast<size_t>(l)) {
+        log_->layer_group_.resize(static_cast<size_t>(l) + 1, 0);
+      }
+      log_->layer_group_[static_cast<size_t>(l)] = log_->kv_groups_;
+    }
+    ++log_->kv_groups_;
+    if (log_->storage_ != nullptr) return inner;
+    auto wrapped = std::make_unique<RecordingKvStorage>(std::move(inner), log_);
     log_->storage_ = wrapped.get();
     log_->layout_ = layout;
     return std::unique_ptr<KvStorage>(std::move(wrapped));
@@ -368,6 +393,7 @@ class RecordingBackend : public Backend {
         q.wants_logits = s.wants_logits;
         q.kv_type = s.kv.type;
         q.blocks.assign(s.kv.blocks.begin(), s.kv.blocks.end());
+        q.blocks_group1.assign(s.kv_group1.blocks.begin(), s.kv_group1.blocks.end());
         if (s.wants_logits && s.n_rows > 0) ++r.logit_rows;
         r.sequences.push_back(std::move(q));
       }
@@ -439,7 +465,7 @@ class RecordingBackend : public Backend {
     {
       std::lock_guard<std::mutex> lock(log_->mu_);
       log_->passes_.back().ops.back().window = window;
-      LLM_RETURN_IF_ERROR(CheckWindowBlocks(window));
+      LLM_RETURN_IF_ERROR(CheckWindowBlocks(layer, window));
     }
     return inner_->Attention(layer, n_head, window, q, out, spec);
   }
@@ -539,9 +565,9 @@ class RecordingBackend : public Backend {
       }
     }
     if (layer != -1 || std::string(name) == "StoreKv" || std::string(name) == "Attention") {
-      if (layer < 0 || layer >= log_->layout_.n_layer) {
+      if (layer < 0 || layer >= log_->kv_layers_) {
         return log_->Violation(std::string(name) + " of layer " + std::to_string(layer) + " of " +
-                               std::to_string(log_->layout_.n_layer));
+                               std::to_string(log_->kv_layers_));
       }
     }
     return absl::OkStatus();
@@ -598,16 +624,22 @@ class RecordingBackend : public Backend {
   // block a query can see (window 0: all of positions [0, pos0 + n_rows);
   // else from the first query's window start pos0 + 1 - window on) is a
   // real block, not a released (-1) one.
-  absl::Status CheckWindowBlocks(int64_t window) {
+  // The layer's KV group's list is checked (with two groups the second
+  // one's is the windowed table's).
+  absl::Status CheckWindowBlocks(int64_t layer, int64_t window) {
     if (window < 0) return log_->Violation("Attention with window " + std::to_string(window));
+    const int g = layer >= 0 && static_cast<size_t>(layer) < log_->layer_group_.size()
+                      ? log_->layer_group_[static_cast<size_t>(layer)]
+                      : 0;
     const PassRecord& r = log_->passes_.back();
     for (size_t i = 0; i < r.sequences.size(); ++i) {
       const SequenceRecord& s = r.sequences[i];
       if (s.n_rows == 0) continue;
       const int64_t bt = KvLayout::block_tokens(s.kv_type);
       const int64_t first = window > 0 ? std::max<int64_t>(0, s.pos0 + 1 - window) : 0;
+      const std::vector<int32_t>& blocks = s.group_blocks(g);
       for (int64_t k = first / bt; k <= (s.pos0 + s.n_rows - 1) / bt; ++k) {
-        if (s.blocks[k] < 0) {
+        if (blocks[k] < 0) {
           return log_->Violation("pass " + std::to_string(r.index) + " sequence " +
                                  std::to_string(i) + ": attention with window " +
                                  std::to_string(window) + " reads released KV block index " +
@@ -645,6 +677,24 @@ class RecordingBackend : public Backend {
           return log_->Violation(seq + ": KV block " + std::to_string(b) + " has no storage");
         }
         log_->pass_blocks_.insert(b);
+      }
+      if (log_->kv_groups_ > 1) {
+        // The second group's list: it covers the same positions and its
+        // written blocks are real (its ids are another pool's: the sharing
+        // checks below are the first group's).
+        if (static_cast<int64_t>(s.blocks_group1.size()) * bt < s.pos0 + s.n_rows) {
+          return log_->Violation(seq + ": " + std::to_string(s.blocks_group1.size()) +
+                                 " KV blocks of group 1 do not cover " +
+                                 std::to_string(s.pos0 + s.n_rows) + " positions");
+        }
+        for (int64_t k = s.pos0 / bt; s.n_rows > 0 && k <= (s.pos0 + s.n_rows - 1) / bt; ++k) {
+          if (s.blocks_group1[k] < 0) {
+            return log_->Violation(seq + " writes positions of released KV block index " +
+                                   std::to_string(k) + " of group 1");
+          }
+        }
+      } else if (!s.blocks_group1.empty()) {
+        return log_->Violation(seq + " has a group-1 block list but the model has one KV group");
       }
       if (s.n_rows == 0) continue;
       for (int64_t k = s.pos0 / bt; k <= (s.pos0 + s.n_rows - 1) / bt; ++k) {

@@ -65,6 +65,16 @@ namespace LibLlm
         public ulong prefix_hits;
         public ulong bytes_per_token_f16;
         public ulong bytes_per_token_f32;
+        public uint n_pools;
+        public uint local_window;
+        public ulong local_budget_bytes;
+        public ulong local_block_bytes;
+        public ulong local_blocks_total;
+        public ulong local_blocks_allocated;
+        public ulong local_blocks_used;
+        public ulong local_blocks_shared;
+        public ulong local_blocks_cached;
+        public ulong local_prefix_hits;
     }
 
     /// <summary>Counters of a model's batcher (llm_batch_stats).</summary>

@@ -49,7 +49,7 @@ namespace LibLlm.Tests
             // docs/ABI.md, "Historical sizes", column 0.3 (LP64).
             Assert.Equal(56, Marshal.SizeOf(typeof(ModelParams)), "llm_model_params");
             Assert.Equal(232, Marshal.SizeOf(typeof(ModelInfoNative)), "llm_model_info");
-            Assert.Equal(96, Marshal.SizeOf(typeof(KvStats)), "llm_kv_stats");
+            Assert.Equal(168, Marshal.SizeOf(typeof(KvStats)), "llm_kv_stats");
             Assert.Equal(72, Marshal.SizeOf(typeof(BatchStats)), "llm_batch_stats");
             Assert.Equal(36, Marshal.SizeOf(typeof(SamplerParams)), "llm_sampler_params");
             Assert.Equal(8, Marshal.SizeOf(typeof(SamplerExt)), "llm_sampler_ext");
@@ -271,6 +271,7 @@ namespace LibLlm.Tests
                 baseSession.Prefill(string.Concat(Enumerable.Repeat("You are in a village. ", 20)));
                 var forks = Enumerable.Range(0, 3).Select(i => baseSession.Fork()).ToList();
                 Assert.True(model.KvStats.blocks_shared > 0, "forks share blocks");
+                Assert.Equal(1u, model.KvStats.n_pools, "no sliding window: one pool");
                 int n = baseSession.TokenCount;
                 var ts = forks[0].StartGeneration(null, 100);
                 forks[0].Cancel();

@@ -88,6 +88,16 @@ class KvStats(ctypes.Structure):
         ("prefix_hits", c_uint64),
         ("bytes_per_token_f16", c_uint64),
         ("bytes_per_token_f32", c_uint64),
+        ("n_pools", c_uint32),
+        ("local_window", c_uint32),
+        ("local_budget_bytes", c_uint64),
+        ("local_block_bytes", c_uint64),
+        ("local_blocks_total", c_uint64),
+        ("local_blocks_allocated", c_uint64),
+        ("local_blocks_used", c_uint64),
+        ("local_blocks_shared", c_uint64),
+        ("local_blocks_cached", c_uint64),
+        ("local_prefix_hits", c_uint64),
     ]
 
 

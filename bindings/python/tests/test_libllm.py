@@ -28,7 +28,7 @@ def test_version_is_accepted_and_others_refused():
 
 def test_struct_sizes_match_the_abi_table():
     # docs/ABI.md, "Historical sizes", column 0.3 (LP64).
-    expected = {N.ModelParams: 56, N.ModelInfo: 232, N.KvStats: 96, N.BatchStats: 72,
+    expected = {N.ModelParams: 56, N.ModelInfo: 232, N.KvStats: 168, N.BatchStats: 72,
                 N.SamplerParams: 36, N.SamplerExt: 8, N.SessionParams: 72,
                 N.SessionStats: 32, N.GenerateParams: 40, N.GenerateResult: 32,
                 N.ChatMessage: 16}
@@ -216,6 +216,7 @@ def test_forks_share_kv_and_poll_never_blocks(model):
         base.prefill("You are in a village. " * 20)
         forks = [base.fork() for _ in range(3)]
         assert model.kv_stats()["blocks_shared"] > 0
+        assert model.kv_stats()["n_pools"] == 1  # no sliding window: one pool
         expected = base.decode()
         for f in forks:
             f.decode_async()

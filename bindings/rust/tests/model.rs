@@ -363,6 +363,9 @@ fn fork_save_load_and_stats() {
     assert_eq!(restored.decode().unwrap(), t);
     assert_eq!(restored.logits().unwrap().len(), 49152);
     assert!(model.kv_stats().unwrap().blocks_used > 0);
+    // One pool: SmolLM2 has no sliding window (a Gemma model has two).
+    assert_eq!(model.kv_stats().unwrap().n_pools, 1);
+    assert_eq!(model.kv_stats().unwrap().local_blocks_used, 0);
     assert!(model.batch_stats().unwrap().steps_completed > 0);
     assert!(session.stats().unwrap().iterations > 0);
     assert!(model.chat_template().unwrap().is_some());

@@ -120,18 +120,51 @@ ActivationId CpuBackend::DeclareActivation(int64_t width, ActivationRows rows) {
   return ActivationId{static_cast<int32_t>(activations_.size() - 1), width};
 }
 
-absl::StatusOr<std::unique_ptr<KvStorage>> CpuBackend::CreateKvStorage(const KvLayout& layout) {
-  if (kv_storage_ != nullptr) {
-    return Error(LLM_ERR_INTERNAL, "the CPU backend's KV storage was created twice");
+absl::StatusOr<std::unique_ptr<KvStorage>> CpuBackend::CreateKvStorage(
+    const KvLayout& layout, absl::Span<const int64_t> layers) {
+  if (kv_groups_.size() >= static_cast<size_t>(kMaxKvGroups)) {
+    return Errorf(LLM_ERR_INTERNAL, "the CPU backend supports %d KV groups", kMaxKvGroups);
+  }
+  if (static_cast<int64_t>(layers.size()) != layout.n_layer || layers.empty()) {
+    return Errorf(LLM_ERR_INTERNAL, "a KV group of %d layers names %d layers", layout.n_layer,
+                  layers.size());
+  }
+  if (!kv_groups_.empty() && (layout.n_head_kv != kv_groups_[0].layout.n_head_kv ||
+                              layout.head_dim != kv_groups_[0].layout.head_dim)) {
+    return Error(LLM_ERR_INTERNAL, "KV groups with different row shapes");
+  }
+  for (const int64_t l : layers) {
+    if (l < 0 || l > (int64_t{1} << 20) ||
+        (static_cast<size_t>(l) < layer_group_.size() && layer_group_[l] >= 0)) {
+      return Errorf(LLM_ERR_INTERNAL, "layer %d cannot join a KV group", l);
+    }
   }
   try {
     auto storage = std::make_unique<CpuKvStorage>(std::max<size_t>(layout.block_bytes(), 1));
-    kv_layout_ = layout;
-    kv_storage_ = storage.get();
+    const int group = static_cast<int>(kv_groups_.size());
+    for (size_t s = 0; s < layers.size(); ++s) {
+      const size_t l = static_cast<size_t>(layers[s]);
+      if (layer_group_.size() <= l) {
+        layer_group_.resize(l + 1, -1);
+        layer_slot_.resize(l + 1, -1);
+      }
+      layer_group_[l] = group;
+      layer_slot_[l] = static_cast<int64_t>(s);
+    }
+    kv_groups_.push_back(KvGroup{layout, storage.get()});
     return std::unique_ptr<KvStorage>(std::move(storage));
   } catch (...) {
     return StatusFromCurrentException("creating the KV storage");
   }
+}
+
+bool CpuBackend::LayerKv(int64_t layer, int* group, int64_t* slot) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= layer_group_.size() || layer_group_[layer] < 0) {
+    return false;
+  }
+  *group = layer_group_[layer];
+  *slot = layer_slot_[layer];
+  return true;
 }
 
 float* CpuBackend::Act(ActivationId id, int64_t width, absl::Status* status) {
@@ -239,7 +272,8 @@ absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
     }
     positions_.resize(static_cast<size_t>(rows));
     rope_long_.resize(static_cast<size_t>(rows));
-    kv_bases_.resize(pass.sequences.size());
+    kv_bases_.resize(kv_groups_.size());
+    for (auto& bases : kv_bases_) bases.resize(pass.sequences.size());
     for (size_t i = 0; i < pass.sequences.size(); ++i) {
       const PassSequence& s = pass.sequences[i];
       for (int64_t t = 0; t < s.n_rows; ++t) {
@@ -247,13 +281,17 @@ absl::Status CpuBackend::BeginPass(const PassDesc& pass) {
         rope_long_[s.row0 + t] = s.rope_long ? 1 : 0;
       }
       if (s.n_rows == 0) continue;
-      if (kv_storage_ == nullptr) return Error(LLM_ERR_INTERNAL, "a pass ran before KV storage");
-      const int64_t block_tokens = KvLayout::block_tokens(s.kv.type);
-      if (static_cast<int64_t>(s.kv.blocks.size()) * block_tokens < s.pos0 + s.n_rows) {
-        return Errorf(LLM_ERR_INTERNAL, "sequence %d: %d KV blocks cannot hold %d positions", i,
-                      s.kv.blocks.size(), s.pos0 + s.n_rows);
+      if (kv_groups_.empty()) return Error(LLM_ERR_INTERNAL, "a pass ran before KV storage");
+      for (size_t g = 0; g < kv_groups_.size(); ++g) {
+        const KvBlockList& list = GroupList(s, static_cast<int>(g));
+        const int64_t block_tokens = KvLayout::block_tokens(list.type);
+        if (static_cast<int64_t>(list.blocks.size()) * block_tokens < s.pos0 + s.n_rows) {
+          return Errorf(LLM_ERR_INTERNAL,
+                        "sequence %d: %d KV blocks of group %d cannot hold %d positions", i,
+                        list.blocks.size(), g, s.pos0 + s.n_rows);
+        }
+        LLM_RETURN_IF_ERROR(kv_groups_[g].storage->Bases(list.blocks, kv_bases_[g][i]));
       }
-      LLM_RETURN_IF_ERROR(kv_storage_->Bases(s.kv.blocks, kv_bases_[i]));
     }
     rope_ready_ = false;
     return absl::OkStatus();
@@ -377,30 +415,34 @@ absl::Status CpuBackend::Linear(absl::Span<const WeightId> weights, ActivationId
 }
 
 absl::Status CpuBackend::StoreKv(int64_t layer, ActivationId k_id, ActivationId v_id) {
-  const int64_t n = kv_layout_.row_elems();
+  int group = 0;
+  int64_t slot = 0;
+  if (!LayerKv(layer, &group, &slot)) {
+    return Errorf(LLM_ERR_INTERNAL, "KV store into layer %d, which no KV group holds", layer);
+  }
+  const KvLayout& layout = kv_groups_[group].layout;
+  const int64_t n = layout.row_elems();
   absl::Status st;
   const float* k = Act(k_id, n, &st);
   const float* v = k != nullptr ? Act(v_id, n, &st) : nullptr;
   if (v == nullptr) return st;
-  if (layer < 0 || layer >= kv_layout_.n_layer) {
-    return Errorf(LLM_ERR_INTERNAL, "KV store into layer %d of %d", layer, kv_layout_.n_layer);
-  }
   for (size_t i = 0; i < pass_.sequences.size(); ++i) {
     const PassSequence& s = pass_.sequences[i];
-    const int64_t block_tokens = KvLayout::block_tokens(s.kv.type);
-    const size_t row_bytes = static_cast<size_t>(n) * KvLayout::elem_bytes(s.kv.type);
-    const size_t k_off = kv_layout_.k_offset(s.kv.type, layer);
-    const size_t v_off = kv_layout_.v_offset(s.kv.type, layer);
+    const KvType type = GroupList(s, group).type;
+    const int64_t block_tokens = KvLayout::block_tokens(type);
+    const size_t row_bytes = static_cast<size_t>(n) * KvLayout::elem_bytes(type);
+    const size_t k_off = layout.k_offset(type, slot);
+    const size_t v_off = layout.v_offset(type, slot);
     for (int64_t t = 0; t < s.n_rows; ++t) {
       const int64_t pos = s.pos0 + t;
       // The block table made these blocks ours alone (copy-on-write), so
       // their storage is writable.
-      auto* base = const_cast<uint8_t*>(kv_bases_[i][pos / block_tokens]);
+      auto* base = const_cast<uint8_t*>(kv_bases_[group][i][pos / block_tokens]);
       uint8_t* k_dst = base + k_off + static_cast<size_t>(pos % block_tokens) * row_bytes;
       uint8_t* v_dst = base + v_off + static_cast<size_t>(pos % block_tokens) * row_bytes;
       const float* k_row = k + (s.row0 + t) * n;
       const float* v_row = v + (s.row0 + t) * n;
-      if (s.kv.type == KvType::kF16) {
+      if (type == KvType::kF16) {
         // [n_head_kv * head_dim] f32 -> f16, round to nearest even.
         F32ToF16Row(k_row, n, reinterpret_cast<uint16_t*>(k_dst));
         F32ToF16Row(v_row, n, reinterpret_cast<uint16_t*>(v_dst));
@@ -419,7 +461,13 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window
   if (!(spec.scale >= 0.0f) || !(spec.softcap >= 0.0f)) {
     return Errorf(LLM_ERR_INTERNAL, "attention scale %g / soft-cap %g", spec.scale, spec.softcap);
   }
-  const int64_t width = n_head * kv_layout_.head_dim;
+  int group = 0;
+  int64_t slot = 0;
+  if (!LayerKv(layer, &group, &slot)) {
+    return Errorf(LLM_ERR_INTERNAL, "attention over layer %d, which no KV group holds", layer);
+  }
+  const KvLayout& layout = kv_groups_[group].layout;
+  const int64_t width = n_head * layout.head_dim;
   absl::Status st;
   const float* q = Act(q_id, width, &st);
   float* out = q != nullptr ? Act(out_id, width, &st) : nullptr;
@@ -433,14 +481,15 @@ absl::Status CpuBackend::Attention(int64_t layer, int64_t n_head, int64_t window
       job.q = q + s.row0 * width;
       job.n_q = s.n_rows;
       job.pos0 = s.pos0;
-      job.kv.blocks = kv_bases_[i].data();
-      job.kv.block_tokens = KvLayout::block_tokens(s.kv.type);
-      job.kv.k_offset = kv_layout_.k_offset(s.kv.type, layer);
-      job.kv.v_offset = kv_layout_.v_offset(s.kv.type, layer);
-      job.kv.f16 = s.kv.type == KvType::kF16;
-      job.kv.n_head_kv = kv_layout_.n_head_kv;
-      job.kv.head_dim = kv_layout_.head_dim;
-      job.kv.row_stride = static_cast<size_t>(kv_layout_.row_elems());
+      const KvType type = GroupList(s, group).type;
+      job.kv.blocks = kv_bases_[group][i].data();
+      job.kv.block_tokens = KvLayout::block_tokens(type);
+      job.kv.k_offset = layout.k_offset(type, slot);
+      job.kv.v_offset = layout.v_offset(type, slot);
+      job.kv.f16 = type == KvType::kF16;
+      job.kv.n_head_kv = layout.n_head_kv;
+      job.kv.head_dim = layout.head_dim;
+      job.kv.row_stride = static_cast<size_t>(layout.row_elems());
       job.out = out + s.row0 * width;
       job.window = window;
       job.scale = spec.scale;

@@ -37,7 +37,8 @@ class CpuBackend : public Backend {
   bool ReadsSource(WeightId id) const override;
   uint64_t WeightCopyBytes() const override;
   ActivationId DeclareActivation(int64_t width, ActivationRows rows) override;
-  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(const KvLayout& layout) override;
+  absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(
+      const KvLayout& layout, absl::Span<const int64_t> layers) override;
 
   absl::Status BeginPass(const PassDesc& pass) override;
   absl::Status EndPass() override;
@@ -102,16 +103,29 @@ class CpuBackend : public Backend {
   LinearContext linear_;
   std::vector<WeightRecord> weights_;
   std::vector<Activation> activations_;
-  KvLayout kv_layout_;
-  CpuKvStorage* kv_storage_ = nullptr;  // owned by the model's KV pool
+  // One KV group (CreateKvStorage): its blocks' layout and storage.
+  struct KvGroup {
+    KvLayout layout;
+    CpuKvStorage* storage = nullptr;  // owned by the group's KV pool
+  };
+  std::vector<KvGroup> kv_groups_;
+  // [n_layer]: each layer's group (-1: none yet) and slot in its blocks.
+  std::vector<int32_t> layer_group_;
+  std::vector<int64_t> layer_slot_;
+  // The layer's group and slot (false: a layer no group holds).
+  bool LayerKv(int64_t layer, int* group, int64_t* slot) const;
+  static const KvBlockList& GroupList(const PassSequence& s, int group) {
+    return group == 0 ? s.kv : s.kv_group1;
+  }
 
   // The pass in progress (BeginPass .. EndPass).
   PassDesc pass_;
   int64_t n_rows_ = 0;
   int64_t n_logit_rows_ = 0;
   std::vector<int64_t> positions_;                     // [n_rows] absolute positions
-  std::vector<uint8_t> rope_long_;                     // [n_rows] 1: row of a rope_long sequence
-  std::vector<std::vector<const uint8_t*>> kv_bases_;  // per sequence: block addresses
+  std::vector<uint8_t> rope_long_;  // [n_rows] 1: row of a rope_long sequence
+  // [group][sequence]: block addresses.
+  std::vector<std::vector<std::vector<const uint8_t*>>> kv_bases_;
   bool rope_ready_ = false;                            // rope_cos_/sin_ hold rope_spec_'s angles
   RopeSpec rope_spec_;
   std::vector<float> rope_cos_, rope_sin_;  // [n_rows][RopePairs]

@@ -259,7 +259,9 @@ class BackendContract : public ::testing::TestWithParam<ContractBackend> {
   // The KV storage of the backend (created on first use with `layout`).
   KvStorage* Kv(const KvLayout& layout = KvLayout{1, 1, 4}) {
     if (!kv_) {
-      auto s = b().CreateKvStorage(layout);
+      std::vector<int64_t> layers(static_cast<size_t>(layout.n_layer));
+      for (size_t l = 0; l < layers.size(); ++l) layers[l] = static_cast<int64_t>(l);
+      auto s = b().CreateKvStorage(layout, layers);
       EXPECT_TRUE(s.ok()) << s.status();
       if (!s.ok()) return nullptr;
       kv_ = std::move(*s);

@@ -126,6 +126,16 @@ pub struct llm_kv_stats {
     pub prefix_hits: u64,
     pub bytes_per_token_f16: u64,
     pub bytes_per_token_f32: u64,
+    pub n_pools: u32,
+    pub local_window: u32,
+    pub local_budget_bytes: u64,
+    pub local_block_bytes: u64,
+    pub local_blocks_total: u64,
+    pub local_blocks_allocated: u64,
+    pub local_blocks_used: u64,
+    pub local_blocks_shared: u64,
+    pub local_blocks_cached: u64,
+    pub local_prefix_hits: u64,
 }
 
 #[repr(C)]

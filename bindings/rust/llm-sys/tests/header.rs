@@ -512,7 +512,17 @@ fn rust_layouts() -> Vec<Layout> {
             blocks_cached,
             prefix_hits,
             bytes_per_token_f16,
-            bytes_per_token_f32
+            bytes_per_token_f32,
+            n_pools,
+            local_window,
+            local_budget_bytes,
+            local_block_bytes,
+            local_blocks_total,
+            local_blocks_allocated,
+            local_blocks_used,
+            local_blocks_shared,
+            local_blocks_cached,
+            local_prefix_hits
         }),
         rust_layout!(llm_batch_stats {
             struct_size,
@@ -669,7 +679,7 @@ fn sizes_match_the_abi_table() {
     }
     assert_eq!(size_of::<llm_model_params>(), 56);
     assert_eq!(size_of::<llm_model_info>(), 232);
-    assert_eq!(size_of::<llm_kv_stats>(), 96);
+    assert_eq!(size_of::<llm_kv_stats>(), 168);
     assert_eq!(size_of::<llm_batch_stats>(), 72);
     assert_eq!(size_of::<llm_sampler_params>(), 36);
     assert_eq!(size_of::<llm_sampler_ext>(), 8);
