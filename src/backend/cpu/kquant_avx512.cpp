@@ -15,9 +15,9 @@
 // upper 8 int32 lanes onto the lower 8 (exact) and then runs the very same
 // f32 steps as the AVX2 kernel.
 //
-// One activation row (decode): kRowsPerStep weight rows are walked together,
-// so each activation chunk is loaded once for all of them and their
-// independent FMA chains overlap. Batches: each weight block is unpacked once
+// One activation row (decode): kRowsPerStep (4; Q6_K 1) weight rows are
+// walked together, so each activation chunk is loaded once for all of them
+// and their independent chains overlap. Batches: each weight block is unpacked once
 // (8 zmm) and reused for up to kRowBlock activation rows, as the AVX2 kernel
 // does. Compiled with the *_avx512.cpp flags; called only at
 // SimdLevel::kAvx512.
@@ -99,17 +99,22 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
   if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     u->d = F16(b.d);
     u->dmin = F16(b.dmin);
-    // The 8 six-bit scales (bytes 0..7) and mins (8..15), as ggml's vec_dot
-    // unpacks them (get_scale_min_k4 for all 8 at once).
-    uint32_t aux[4];
-    std::memcpy(aux, b.scales, 12);
-    aux[3] = ((aux[2] >> 4) & 0x0f0f0f0f) | (((aux[1] >> 6) & 0x03030303) << 4);
-    const uint32_t mins_lo = aux[1] & 0x3f3f3f3f;
-    aux[1] = (aux[2] & 0x0f0f0f0f) | (((aux[0] >> 6) & 0x03030303) << 4);
-    aux[2] = mins_lo;
-    aux[0] &= 0x3f3f3f3f;
+    // The 8 six-bit scales (bytes 0..7) and mins (8..15) of the block, as
+    // ggml's vec_dot unpacks them (get_scale_min_k4 for all 8 at once), in
+    // vector registers. With the 12 scale bytes as dwords a0, a1, a2:
+    //   scales = a0 & 0x3f.., (a2 & 0x0f..) | ((a0 >> 6) & 0x03..) << 4
+    //   mins   = a1 & 0x3f.., ((a2 >> 4) & 0x0f..) | ((a1 >> 6) & 0x03..) << 4
+    // (the 16-byte load reads 4 bytes past the scales: still inside the block).
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i p = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
+                                     _mm_set_epi32(4, 0, 0, 0));  // a0, a2, a1, a2 >> 4
+    const __m128i lo6 = _mm_and_si128(
+        p, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    const __m128i aux = _mm_or_si128(lo6, hi2);
     const __m256i sm =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aux)));
+        _mm256_cvtepu8_epi16(aux);
     const __m512i sm512 = _mm512_castsi256_si512(sm);
     for (int k = 0; k < 4; ++k) {
       // int16 lanes 0..15: scale 2k, 16..31: scale 2k + 1.
@@ -225,8 +230,12 @@ LLM_KQ5_INLINE void Reset(State* st) {
   st->summs = 0.0f;
 }
 
-// Weight rows walked together for one activation row.
-constexpr int64_t kRowsPerStep = 2;
+// Weight rows walked together for one activation row (measured on a
+// Sapphire Rapids-class Xeon, tools/time_kquant_kernels.py: Q4_K / Q5_K gain
+// from overlapping 4 rows' scale unpacking and chains, Q6_K's larger
+// unpacked block is fastest alone).
+template <DType T>
+constexpr int kRowsPerStep = T == DType::kQ6_K ? 1 : 4;
 // Activation rows per pass over a weight row in batches (states stay in L1).
 constexpr int64_t kRowBlock = 32;
 
@@ -261,8 +270,8 @@ void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
   const char* w = static_cast<const char*>(W);
   if (a.n_rows == 1) {
     int64_t o = o_begin;
-    for (; o + kRowsPerStep <= o_end; o += kRowsPerStep) {
-      OneRowStep<T, kRowsPerStep>(w, row_bytes, o, a, 0, y);
+    for (; o + kRowsPerStep<T> <= o_end; o += kRowsPerStep<T>) {
+      OneRowStep<T, kRowsPerStep<T>>(w, row_bytes, o, a, 0, y);
     }
     for (; o < o_end; ++o) OneRowStep<T, 1>(w, row_bytes, o, a, 0, y);
     return;
