@@ -13,7 +13,7 @@ Also --rows R times a batch of R activation rows (libllm levels only: ggml
 runs batches through other code).
 
 libllm side: src/backend/cpu/kquant_{scalar,avx2,avx512}.cpp compiled here
-with the build's per-file ISA flags behind a C shim; ggml side: the
+with the Release build's flags (-O3, the per-file ISA flags) behind a C shim; ggml side: the
 libggml-cpu.so that llama-cpp-python ships (or --ggml-lib-dir), called
 through a function pointer from the same C timing loop.
 
@@ -98,11 +98,11 @@ def build_shim(out_dir):
     objs = []
     for name, f in flags.items():
         obj = os.path.join(out_dir, name + ".o")
-        subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", *f, *inc, "-c",
+        subprocess.check_call(["g++", "-O3", "-DNDEBUG", "-std=c++17", "-fPIC", *f, *inc, "-c",
                                os.path.join(cpu, name + ".cpp"), "-o", obj])
         objs.append(obj)
     lib = os.path.join(out_dir, "libshim.so")
-    subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-shared", *inc, src, *objs, "-o", lib])
+    subprocess.check_call(["g++", "-O3", "-DNDEBUG", "-std=c++17", "-fPIC", "-shared", *inc, src, *objs, "-o", lib])
     return ctypes.CDLL(lib)
 
 

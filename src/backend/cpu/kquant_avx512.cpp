@@ -1,6 +1,6 @@
 // AVX-512 BW + VNNI kernels for Q4_K, Q5_K and Q6_K against Q8_K activations:
 // the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2 vec_dot order,
-// kquant_kernels.h), bit for bit, with half the integer instructions.
+// kquant_kernels.h), bit for bit, with fewer and wider integer instructions.
 //
 // Why the bits cannot move: per 256-block and activation row, the AVX2 kernel
 // forms 8 int32 lanes (lane l = sum over the block's elements e with
@@ -8,19 +8,24 @@
 // runs a fixed f32 sequence on them (one FMA per block into 8 f32 lanes, Q4_K
 // its 4 mins lanes, Q5_K its scalar mins chain, hsum_float_8 at the end).
 // Integer sums are exact in any order, so this file computes the same 8 int32
-// lanes with 512-bit registers -- one register holds two 32-element chunks
-// (elements 64k .. 64k + 63: int32 lanes 0..7 of chunk 2k, 8..15 of chunk
-// 2k + 1), products by maddubs (u8 weight x s8 activation, no saturation:
-// |w| <= 63, |q| <= 127), scaled and summed by VNNI vpdpwssd -- folds the
-// upper 8 int32 lanes onto the lower 8 (exact) and then runs the very same
-// f32 steps as the AVX2 kernel.
+// lanes its own way and then runs the very same f32 steps:
+//   * a 512-bit register holds two 32-element chunks (int32 lanes 0..7: one
+//     chunk's elements 4l .. 4l + 3, lanes 8..15: another chunk's), so
+//     folding lanes 8..15 onto 0..7 at the end is exact and gives lane l;
+//   * VNNI vpdpbusd sums 4 u8 weight x s8 activation products per int32
+//     lane (at most 4 * 63 * 127 = 32004 in magnitude: fits an int16);
+//   * two such registers are packed as the low / high int16 halves of each
+//     int32 lane (one masked byte shuffle) and VNNI vpdpwssd multiplies both
+//     by their scales and adds them (exact: no saturation).
+// Per block that is 4 vpdpbusd + 2 vpdpwssd where the AVX2 kernel runs 8
+// maddubs + 8 madd + 8 add.
 //
-// One activation row (decode): kRowsPerStep (4; Q6_K 1) weight rows are
-// walked together, so each activation chunk is loaded once for all of them
-// and their independent chains overlap. Batches: each weight block is unpacked once
-// (8 zmm) and reused for up to kRowBlock activation rows, as the AVX2 kernel
-// does. Compiled with the *_avx512.cpp flags; called only at
-// SimdLevel::kAvx512.
+// One activation row (decode): kRowsPerStep (4; Q6_K 2) weight rows are
+// walked together, so each activation block is loaded (and rearranged) once
+// for all of them and their independent chains overlap. Batches: each weight
+// block is unpacked once (6 zmm) and reused for up to kRowBlock activation
+// rows, as the AVX2 kernel does. Compiled with the *_avx512.cpp flags;
+// called only at SimdLevel::kAvx512.
 // GCC 12's AVX-512 headers build some intrinsics (broadcast, extract,
 // reduce) from a deliberately undefined value and then warn about it.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -77,11 +82,17 @@ struct BlockOf<DType::kQ6_K> {
   using type = BlockQ6_K;
 };
 
-// One weight block, unpacked: pair k = elements 64k .. 64k + 63 (chunks 2k,
-// 2k + 1) as u8 magnitudes, and the int16 scale of each element pair.
+// One weight block, unpacked into 4 registers of 64 u8 weights (w[2m] and
+// w[2m + 1] are multiplied together, see Accumulate) and 2 registers of
+// int16 scale pairs.
+//   Q4_K / Q5_K: w[2m] = chunks 4m | 4m + 2 (low nibbles of qs[64m ..
+//     64m + 63]), w[2m + 1] = chunks 4m + 1 | 4m + 3 (their high nibbles).
+//   Q6_K: w[2h] = chunks 4h | 4h + 1 (elements 128h .. 128h + 63),
+//     w[2h + 1] = chunks 4h + 2 | 4h + 3.
+// (chunk c = elements 32c .. 32c + 31.)
 struct Unpacked {
   __m512i w[4];
-  __m512i sc[4];
+  __m512i sc[2];
   __m256i extra;  // Q4_K/Q5_K: 8 int16 mins (low 128 bits); Q6_K: 16 int16 scales
   float d, dmin;
 };
@@ -92,6 +103,16 @@ struct State {
   __m128 acc_m;  // Q4_K's mins lanes
   float summs;   // Q5_K's mins chain
 };
+
+// Index vector for vpermw: int16 word j of the result = word idx(j) of the
+// source, with idx(j) = lo(j / 2) for even j and hi(j / 2) for odd j (int32
+// lane i = j / 2 gets the word pair (lo(i), hi(i))).
+template <typename Lo, typename Hi>
+LLM_KQ5_INLINE __m512i PairIndex(Lo lo, Hi hi) {
+  alignas(64) int16_t idx[32];
+  for (int j = 0; j < 32; ++j) idx[j] = static_cast<int16_t>(j % 2 == 0 ? lo(j / 2) : hi(j / 2));
+  return _mm512_load_si512(idx);
+}
 
 template <DType T>
 LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
@@ -112,43 +133,48 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
         p, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
     const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
                                       _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-    const __m128i aux = _mm_or_si128(lo6, hi2);
-    const __m256i sm =
-        _mm256_cvtepu8_epi16(aux);
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_or_si128(lo6, hi2));
     const __m512i sm512 = _mm512_castsi256_si512(sm);
-    for (int k = 0; k < 4; ++k) {
-      // int16 lanes 0..15: scale 2k, 16..31: scale 2k + 1.
-      const __m512i idx = _mm512_mask_blend_epi16(kHigh16, _mm512_set1_epi16(static_cast<short>(2 * k)),
-                                                  _mm512_set1_epi16(static_cast<short>(2 * k + 1)));
-      u->sc[k] = _mm512_permutexvar_epi16(idx, sm512);
+    for (int m = 0; m < 2; ++m) {
+      // int32 lanes 0..7: (scale 4m, scale 4m + 1), 8..15: (4m + 2, 4m + 3).
+      const __m512i idx = PairIndex([m](int i) { return 4 * m + (i < 8 ? 0 : 2); },
+                                    [m](int i) { return 4 * m + (i < 8 ? 1 : 3); });
+      u->sc[m] = _mm512_permutexvar_epi16(idx, sm512);
     }
     u->extra = _mm256_castsi128_si256(_mm256_extracti128_si256(sm, 1));
     __m512i hbits = _mm512_setzero_si512();
     if constexpr (T == DType::kQ5_K) hbits = Broadcast32(b.qh);
-    for (int k = 0; k < 4; ++k) {
-      // qs[32k .. 32k + 31]: low nibbles = elements 64k + l (chunk 2k), high
-      // nibbles = 64k + 32 + l (chunk 2k + 1).
-      const __m512i bits = Broadcast32(b.qs + 32 * k);
-      __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(bits, kHigh16, bits, 4), m4);
+    for (int m = 0; m < 2; ++m) {
+      // qs[32j + l]: low nibble = element 64j + l, high = 64j + 32 + l; so
+      // the 64 bytes qs[64m ..] hold chunks 4m, 4m + 1 (first 32 bytes) and
+      // 4m + 2, 4m + 3 (next 32).
+      const __m512i bits = _mm512_loadu_si512(reinterpret_cast<const void*>(b.qs + 64 * m));
+      __m512i lo = _mm512_and_si512(bits, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
       if constexpr (T == DType::kQ5_K) {
-        // Fifth bit: qh[l] bit 2k (chunk 2k), bit 2k + 1 (chunk 2k + 1).
-        const __m512i bit = _mm512_mask_blend_epi8(
-            kHigh8, _mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
-            _mm512_set1_epi8(static_cast<char>(1 << (2 * k + 1))));
-        const __mmask64 set = _mm512_test_epi8_mask(hbits, bit);
-        w = _mm512_mask_add_epi8(w, set, w, _mm512_set1_epi8(16));
+        // Fifth bit of element 64j + l: qh[l] bit 2j; of 64j + 32 + l: bit
+        // 2j + 1. Chunk c = 2j (+1) takes bit c.
+        const auto bit = [](int c_lo, int c_hi) {
+          return _mm512_mask_blend_epi8(kHigh8, _mm512_set1_epi8(static_cast<char>(1 << c_lo)),
+                                        _mm512_set1_epi8(static_cast<char>(1 << c_hi)));
+        };
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hbits, bit(4 * m, 4 * m + 2)), lo,
+                                  sixteen);
+        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hbits, bit(4 * m + 1, 4 * m + 3)), hi,
+                                  sixteen);
       }
-      u->w[k] = w;
+      u->w[2 * m] = lo;
+      u->w[2 * m + 1] = hi;
     }
   } else {  // Q6_K
     u->d = F16(b.d);
     for (int h = 0; h < 2; ++h) {
-      // ql[64h .. 64h + 63]: low nibbles = elements 128h + 0..63 (pair 2h),
-      // high nibbles = 128h + 64..127 (pair 2h + 1). qh[32h + l] holds the
-      // two high bits of 128h + l (bits 0-1), + 32 (2-3), + 64 (4-5), + 96
-      // (6-7).
-      const __m512i ql =
-          _mm512_loadu_si512(reinterpret_cast<const void*>(b.ql + 64 * h));
+      // ql[64h .. 64h + 63]: low nibbles = elements 128h + 0..63 (chunks
+      // 4h, 4h + 1), high nibbles = 128h + 64..127 (4h + 2, 4h + 3).
+      // qh[32h + l] holds the two high bits of 128h + l (bits 0-1), + 32
+      // (2-3), + 64 (4-5), + 96 (6-7).
+      const __m512i ql = _mm512_loadu_si512(reinterpret_cast<const void*>(b.ql + 64 * h));
       const __m512i qh = Broadcast32(b.qh + 32 * h);
       const __m512i m30 = _mm512_set1_epi8(0x30);
       // Bits 0-1 to 4-5 in the low half, bits 2-3 to 4-5 in the high half.
@@ -159,32 +185,57 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
       u->w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hi0);
       u->w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi1);
     }
-    // int8 scale s of each 16 elements: pair k's 128-bit lane j gets s[4k + j].
+    // int8 scale s[g] of elements 16g .. 16g + 15. int32 lane i of w[2h]
+    // covers elements 128h + 4i .. + 3 (scale 8h + i / 4), of w[2h + 1]
+    // 128h + 64 + 4i (scale 8h + 4 + i / 4).
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m256i s16 = _mm256_cvtepi8_epi16(s8);
     const __m512i s512 = _mm512_castsi256_si512(s16);
-    const __m512i lane = _mm512_srli_epi16(
-        _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
-                         13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        3);  // 0,0,..,1,..,2,..,3 (8 int16 per 128-bit lane)
-    for (int k = 0; k < 4; ++k) {
-      u->sc[k] = _mm512_permutexvar_epi16(
-          _mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(4 * k))), s512);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i idx = PairIndex([h](int i) { return 8 * h + i / 4; },
+                                    [h](int i) { return 8 * h + 4 + i / 4; });
+      u->sc[h] = _mm512_permutexvar_epi16(idx, s512);
     }
     u->extra = s16;
   }
 }
 
-// One activation row's contribution of one unpacked block (q8: the row's 256
-// Q8_K values, yd its scale, bsum its 16 sums of 16) -- the AVX2 kernel's
-// AccumulateK, lane for lane.
+// The activations in the order of Unpacked::w (a[k] multiplies w[k]).
 template <DType T>
-LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
+LLM_KQ5_INLINE void LoadActs(const int8_t* q8, __m512i* a) {
+  const auto ld = [q8](int c) {  // chunk c
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * c));
+  };
+  if constexpr (T == DType::kQ6_K) {
+    for (int k = 0; k < 4; ++k) a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
+  } else {
+    for (int m = 0; m < 2; ++m) {
+      a[2 * m] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m)), ld(4 * m + 2), 1);
+      a[2 * m + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m + 1)), ld(4 * m + 3), 1);
+    }
+  }
+}
+
+// One activation row's contribution of one unpacked block (a: the row's 256
+// Q8_K values from LoadActs, yd its scale, bsum its 16 sums of 16) -- the
+// AVX2 kernel's AccumulateK, lane for lane. vpdpbusd sums 4 u8 x s8
+// products per int32 lane (|sum| <= 4 * 63 * 127 = 32004: an int16), the
+// sums of w[2m] and w[2m + 1] are packed as the two int16 halves of each
+// int32 lane (one byte shuffle) and vpdpwssd multiplies both by their scales
+// and adds them.
+template <DType T>
+LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, const int16_t* bsum,
                                State* st) {
+  // Bytes 2, 3 of every dword <- bytes 0, 1 of the same dword of the other
+  // (vpshufb indexes within each 128-bit lane).
+  const __m512i to_high = _mm512_set4_epi32(0x0D0CFFFF, 0x0908FFFF, 0x0504FFFF, 0x0100FFFF);
+  constexpr __mmask64 kHighWords = 0xCCCCCCCCCCCCCCCCull;
   __m512i s = _mm512_setzero_si512();
-  for (int k = 0; k < 4; ++k) {
-    const __m512i q = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
-    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u.w[k], q), u.sc[k]);
+  for (int m = 0; m < 2; ++m) {
+    const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[2 * m], a[2 * m]);
+    const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[2 * m + 1], a[2 * m + 1]);
+    const __m512i packed = _mm512_mask_shuffle_epi8(p0, kHighWords, p1, to_high);
+    s = _mm512_dpwssd_epi32(s, packed, u.sc[m]);
   }
   __m256i sumi = Fold(s);
   if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
@@ -231,11 +282,11 @@ LLM_KQ5_INLINE void Reset(State* st) {
 }
 
 // Weight rows walked together for one activation row (measured on a
-// Sapphire Rapids-class Xeon, tools/time_kquant_kernels.py: Q4_K / Q5_K gain
-// from overlapping 4 rows' scale unpacking and chains, Q6_K's larger
-// unpacked block is fastest alone).
+// Sapphire Rapids-class Xeon with tools/time_kquant_kernels.py: 4 rows beat
+// 1 by ~10 % for Q4_K / Q5_K, whose per-block scale unpacking then overlaps;
+// Q6_K's larger unpacked block gains little past 2).
 template <DType T>
-constexpr int kRowsPerStep = T == DType::kQ6_K ? 1 : 4;
+constexpr int kRowsPerStep = T == DType::kQ6_K ? 1 : 2;
 // Activation rows per pass over a weight row in batches (states stay in L1).
 constexpr int64_t kRowBlock = 32;
 
@@ -254,10 +305,12 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
   const float* kd = a.kd + row * a.n_kblocks;
   const int16_t* bsum = a.kbsum + row * a.n_kblocks * 16;
   for (int64_t i = 0; i < a.n_kblocks; ++i) {
+    __m512i act[4];
+    LoadActs<T>(q8 + 256 * i, act);
     for (int r = 0; r < R; ++r) {
       Unpacked u;
       Unpack<T>(blocks[r][i], &u);
-      Accumulate<T>(u, q8 + 256 * i, kd[i], bsum + 16 * i, &st[r]);
+      Accumulate<T>(u, act, kd[i], bsum + 16 * i, &st[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[o + r] = Finish<T>(st[r]);
@@ -287,8 +340,10 @@ void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
         Unpack<T>(blocks[i], &u);
         for (int64_t r = 0; r < nr; ++r) {
           const int64_t row = rb + r;
-          Accumulate<T>(u, a.kq + row * a.n_in + 256 * i, a.kd[row * a.n_kblocks + i],
-                        a.kbsum + (row * a.n_kblocks + i) * 16, &st[r]);
+          __m512i act[4];
+          LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
+          Accumulate<T>(u, act, a.kd[row * a.n_kblocks + i], a.kbsum + (row * a.n_kblocks + i) * 16,
+                        &st[r]);
         }
       }
       for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = Finish<T>(st[r]);
