@@ -22,9 +22,9 @@
 //
 // One activation row (decode): kRowsPerStep (4; Q6_K 2) weight rows are
 // walked together, so each activation block is loaded (and rearranged) once
-// for all of them and their independent chains overlap. Batches: each weight
-// block is unpacked once (6 zmm) and reused for up to kRowBlock activation
-// rows, as the AVX2 kernel does. Compiled with the *_avx512.cpp flags;
+// for all of them and their independent chains overlap. Batches: kBatchStep
+// (4; Q6_K 2) weight blocks are unpacked once (6 zmm each) and used by up to
+// kRowBlock activation rows, each activation block loaded once for them. Compiled with the *_avx512.cpp flags;
 // called only at SimdLevel::kAvx512.
 // GCC 12's AVX-512 headers build some intrinsics (broadcast, extract,
 // reduce) from a deliberately undefined value and then warn about it.
@@ -287,6 +287,11 @@ LLM_KQ5_INLINE void Reset(State* st) {
 // Q6_K's larger unpacked block gains little past 2).
 template <DType T>
 constexpr int kRowsPerStep = T == DType::kQ6_K ? 1 : 2;
+// Weight rows per batch step (their unpacked blocks, 6 zmm each, stay in
+// registers while every activation row of the pass uses them; measured as
+// kRowsPerStep).
+template <DType T>
+constexpr int kBatchStep = T == DType::kQ6_K ? 2 : 4;
 // Activation rows per pass over a weight row in batches (states stay in L1).
 constexpr int64_t kRowBlock = 32;
 
@@ -316,10 +321,39 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
   for (int r = 0; r < R; ++r) y[o + r] = Finish<T>(st[r]);
 }
 
+// Batches: R weight rows o .. o + R - 1 against activation rows rb ..
+// rb + nr - 1. Each weight block is unpacked once for all nr rows, and each
+// activation block is loaded once for the R weight rows.
+template <DType T, int R>
+LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
+                              int64_t rb, int64_t nr, float* y, size_t y_stride) {
+  using Block = typename BlockOf<T>::type;
+  const Block* blocks[R];
+  State st[R][kRowBlock];
+  for (int j = 0; j < R; ++j) {
+    blocks[j] = reinterpret_cast<const Block*>(W + (o + j) * row_bytes);
+    for (int64_t r = 0; r < nr; ++r) Reset(&st[j][r]);
+  }
+  Unpacked u[R];
+  for (int64_t i = 0; i < a.n_kblocks; ++i) {
+    for (int j = 0; j < R; ++j) Unpack<T>(blocks[j][i], &u[j]);
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t row = rb + r;
+      __m512i act[4];
+      LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
+      const float yd = a.kd[row * a.n_kblocks + i];
+      const int16_t* bsum = a.kbsum + (row * a.n_kblocks + i) * 16;
+      for (int j = 0; j < R; ++j) Accumulate<T>(u[j], act, yd, bsum, &st[j][r]);
+    }
+  }
+  for (int j = 0; j < R; ++j) {
+    for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o + j] = Finish<T>(st[j][r]);
+  }
+}
+
 template <DType T>
 void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
             float* y, size_t y_stride, float* /*scratch*/) {
-  using Block = typename BlockOf<T>::type;
   const char* w = static_cast<const char*>(W);
   if (a.n_rows == 1) {
     int64_t o = o_begin;
@@ -329,25 +363,13 @@ void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
     for (; o < o_end; ++o) OneRowStep<T, 1>(w, row_bytes, o, a, 0, y);
     return;
   }
-  State st[kRowBlock];
-  Unpacked u;
   for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
     const int64_t nr = a.n_rows - rb < kRowBlock ? a.n_rows - rb : kRowBlock;
-    for (int64_t o = o_begin; o < o_end; ++o) {
-      const Block* blocks = reinterpret_cast<const Block*>(w + o * row_bytes);
-      for (int64_t r = 0; r < nr; ++r) Reset(&st[r]);
-      for (int64_t i = 0; i < a.n_kblocks; ++i) {
-        Unpack<T>(blocks[i], &u);
-        for (int64_t r = 0; r < nr; ++r) {
-          const int64_t row = rb + r;
-          __m512i act[4];
-          LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
-          Accumulate<T>(u, act, a.kd[row * a.n_kblocks + i], a.kbsum + (row * a.n_kblocks + i) * 16,
-                        &st[r]);
-        }
-      }
-      for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = Finish<T>(st[r]);
+    int64_t o = o_begin;
+    for (; o + kBatchStep<T> <= o_end; o += kBatchStep<T>) {
+      BatchStep<T, kBatchStep<T>>(w, row_bytes, o, a, rb, nr, y, y_stride);
     }
+    for (; o < o_end; ++o) BatchStep<T, 1>(w, row_bytes, o, a, rb, nr, y, y_stride);
   }
 }
 
