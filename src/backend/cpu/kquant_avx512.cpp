@@ -24,10 +24,10 @@
 // walked together, so each activation block is loaded (and rearranged) once
 // for all of them and their independent chains overlap. Batches: kBatchStep
 // (4; Q6_K 2) weight blocks are unpacked once (6 zmm each) and used by up to
-// kRowBlock activation rows, each activation block loaded once for them. Compiled with the *_avx512.cpp flags;
-// called only at SimdLevel::kAvx512.
-// GCC 12's AVX-512 headers build some intrinsics (broadcast, extract,
-// reduce) from a deliberately undefined value and then warn about it.
+// kRowBlock activation rows, each activation block loaded once for them. Compiled with the
+// *_avx512.cpp flags; called only at SimdLevel::kAvx512. GCC 12's AVX-512 headers build some
+// intrinsics (broadcast, extract, reduce) from a deliberately undefined value and then warn about
+// it.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
@@ -129,10 +129,11 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m128i p = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
                                      _mm_set_epi32(4, 0, 0, 0));  // a0, a2, a1, a2 >> 4
-    const __m128i lo6 = _mm_and_si128(
-        p, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
-    const __m128i hi2 = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                                      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    const __m128i lo6 =
+        _mm_and_si128(p, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m128i hi2 =
+        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
     const __m256i sm = _mm256_cvtepu8_epi16(_mm_or_si128(lo6, hi2));
     const __m512i sm512 = _mm512_castsi256_si512(sm);
     for (int m = 0; m < 2; ++m) {
@@ -192,8 +193,8 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
     const __m256i s16 = _mm256_cvtepi8_epi16(s8);
     const __m512i s512 = _mm512_castsi256_si512(s16);
     for (int h = 0; h < 2; ++h) {
-      const __m512i idx = PairIndex([h](int i) { return 8 * h + i / 4; },
-                                    [h](int i) { return 8 * h + 4 + i / 4; });
+      const __m512i idx =
+          PairIndex([h](int i) { return 8 * h + i / 4; }, [h](int i) { return 8 * h + 4 + i / 4; });
       u->sc[h] = _mm512_permutexvar_epi16(idx, s512);
     }
     u->extra = s16;
@@ -207,7 +208,8 @@ LLM_KQ5_INLINE void LoadActs(const int8_t* q8, __m512i* a) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * c));
   };
   if constexpr (T == DType::kQ6_K) {
-    for (int k = 0; k < 4; ++k) a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
+    for (int k = 0; k < 4; ++k)
+      a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
   } else {
     for (int m = 0; m < 2; ++m) {
       a[2 * m] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m)), ld(4 * m + 2), 1);
@@ -353,7 +355,7 @@ LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const 
 
 template <DType T>
 void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
-            float* y, size_t y_stride, float* /*scratch*/) {
+                float* y, size_t y_stride, float* /*scratch*/) {
   const char* w = static_cast<const char*>(W);
   if (a.n_rows == 1) {
     int64_t o = o_begin;

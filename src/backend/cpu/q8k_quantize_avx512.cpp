@@ -52,10 +52,10 @@ void QuantizeRowQ8KAvx512(const float* x, int64_t n, int8_t* q, float* d, int16_
     const float iscale = -127.0f / max;
     const __m512 is = _mm512_set1_ps(iscale);
     for (int i = 0; i < 16; ++i) {
-      const __m512i qi = _mm512_min_epi32(
-          _mm512_cvt_roundps_epi32(_mm512_mul_ps(is, v[i]),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-          i127);
+      const __m512i qi =
+          _mm512_min_epi32(_mm512_cvt_roundps_epi32(_mm512_mul_ps(is, v[i]),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                           i127);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * i), _mm512_cvtepi32_epi8(qi));
       bsum[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(qi));
     }
