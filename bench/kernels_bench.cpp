@@ -155,12 +155,12 @@ LLM_KQUANT_BENCH(IQ4_XS, DType::kIQ4_XS);
 #undef LLM_KQUANT_BENCH
 
 // The Q8_K activation quantizer alone, per level. Args: n (elements), level
-// (0 scalar, 2 AVX-512; AVX2 runs the scalar one). Bytes = the f32 input.
+// (0 scalar, 1 AVX2, 2 AVX-512). Bytes = the f32 input.
 void BM_QuantizeQ8K(benchmark::State& state) {
   const int64_t n = state.range(0);
-  const bool avx512 = state.range(1) == 2;
-  if (avx512 && DetectSimdLevel() != SimdLevel::kAvx512) {
-    state.SkipWithError("no AVX-512 on this CPU");
+  const int level = static_cast<int>(state.range(1));
+  if (level > static_cast<int>(DetectSimdLevel())) {
+    state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
   std::vector<float> x(n);
@@ -171,8 +171,10 @@ void BM_QuantizeQ8K(benchmark::State& state) {
   std::vector<float> d(n / 256);
   std::vector<int16_t> bsum(n / 16);
   for (auto _ : state) {
-    if (avx512) {
+    if (level == 2) {
       qmm::QuantizeRowQ8KAvx512(x.data(), n, q.data(), d.data(), bsum.data());
+    } else if (level == 1) {
+      qmm::QuantizeRowQ8KAvx2(x.data(), n, q.data(), d.data(), bsum.data());
     } else {
       qmm::QuantizeRowQ8K(x.data(), n, q.data(), d.data(), bsum.data());
     }
@@ -180,7 +182,7 @@ void BM_QuantizeQ8K(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
 }
-BENCHMARK(BM_QuantizeQ8K)->ArgsProduct({{2048, 8192}, {0, 2}})->UseRealTime();
+BENCHMARK(BM_QuantizeQ8K)->ArgsProduct({{2048, 8192}, {0, 1, 2}})->UseRealTime();
 
 // BM_QuantMatMul with the weights repacked as the CPU backend does at load
 // on AVX-512 machines (backend/cpu/packed_weight.h; the same bits). Arg 4:

@@ -53,6 +53,9 @@ extern "C" float shim_dot(int type, const void* w, long n, const signed char* q,
 extern "C" void shim_q8k512(const float* x, long n, signed char* q, float* d, short* bs) {
   qmm::QuantizeRowQ8KAvx512(x, n, reinterpret_cast<int8_t*>(q), d, reinterpret_cast<int16_t*>(bs));
 }
+extern "C" void shim_q8k2(const float* x, long n, signed char* q, float* d, short* bs) {
+  qmm::QuantizeRowQ8KAvx2(x, n, reinterpret_cast<int8_t*>(q), d, reinterpret_cast<int16_t*>(bs));
+}
 extern "C" float shim_dot512(int type, const void* w, long n, const signed char* q, const float* d,
                              const short* bs, int* has) {
   qmm::Acts a;
@@ -97,10 +100,11 @@ def build_shim(out_dir):
         f.write(SHIM)
     inc = ["-I" + os.path.join(ROOT, "src"), "-I" + ROOT]
     cpu = os.path.join(ROOT, "src", "backend", "cpu")
-    obj = os.path.join(out_dir, "kquant_avx2.o")
-    subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx2", "-mfma", "-mf16c", *inc, "-c",
-                           os.path.join(cpu, "kquant_avx2.cpp"), "-o", obj])
-    objs = [obj]
+    objs = []
+    for name in ("kquant_avx2", "q8k_quantize_avx2"):
+        objs.append(os.path.join(out_dir, name + ".o"))
+        subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx2", "-mfma", "-mf16c", *inc, "-c",
+                               os.path.join(cpu, name + ".cpp"), "-o", objs[-1]])
     for name in ("kquant_avx512", "q8k_quantize_avx512"):  # the *_avx512.cpp flags of the build
         objs.append(os.path.join(out_dir, name + ".o"))
         subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx512f", "-mavx512bw", "-mavx512dq",
@@ -142,7 +146,7 @@ def main():
         bad_total = 0
         for t, (name, bb, offs) in TYPES.items():
             vec_dot = getattr(ggml, f"ggml_vec_dot_{name}_q8_K")
-            bad_q = bad_dot = bad_q512 = bad_dot512 = 0
+            bad_q = bad_q2 = bad_dot = bad_q512 = bad_dot512 = 0
             has512 = False
             for _ in range(args.n):
                 nb = int(rng.integers(1, 5))
@@ -162,6 +166,9 @@ def main():
                 ours.shim_q8k(ptr(x), ctypes.c_long(n), ptr(q), ptr(qd), ptr(qbs))
                 if not (gd.tobytes() == qd.tobytes() and np.array_equal(gq, q) and np.array_equal(gbs, qbs)):
                     bad_q += 1
+                ours.shim_q8k2(ptr(x), ctypes.c_long(n), ptr(q), ptr(qd), ptr(qbs))
+                if not (gd.tobytes() == qd.tobytes() and np.array_equal(gq, q) and np.array_equal(gbs, qbs)):
+                    bad_q2 += 1
                 s = np.zeros(1, np.float32)
                 vec_dot(ctypes.c_int(n), ptr(s), ctypes.c_size_t(0), ptr(w), ctypes.c_size_t(0), ptr(blocks),
                         ctypes.c_size_t(0), ctypes.c_int(1))
@@ -178,11 +185,12 @@ def main():
                     has512 = bool(has.value)
                     if has512 and mine.tobytes() != s.tobytes():
                         bad_dot512 += 1
-            print(f"{name:7s} Q8_K quantization mismatches {bad_q}/{args.n}, vec_dot mismatches {bad_dot}/{args.n}")
+            print(f"{name:7s} Q8_K quantization mismatches {bad_q}/{args.n} (AVX2 quantizer {bad_q2}/{args.n}), "
+                  f"vec_dot mismatches {bad_dot}/{args.n}")
             if avx512:
                 print(f"{'':7s} AVX-512: quantization mismatches {bad_q512}/{args.n}, "
                       + (f"vec_dot mismatches {bad_dot512}/{args.n}" if has512 else "(no own kernel: AVX2's)"))
-            bad_total += bad_q + bad_dot + bad_q512 + bad_dot512
+            bad_total += bad_q + bad_q2 + bad_dot + bad_q512 + bad_dot512
         # Q5_0 / Q5_1 / IQ4_NL, one row (ggml_vec_dot_*_q8_0 / _q8_1), on
         # ggml's own Q8_0 / Q8_1 activations (odd block counts included: the
         # IQ4_NL scalar tail).

@@ -247,13 +247,14 @@ TEST(KQuantTest, Avx2EqualsGgmlX86OrderBitForBit) {
   }
 }
 
-// The AVX-512 Q8_K quantizer against the scalar one (ggml's
+// The AVX2 and AVX-512 Q8_K quantizers against the scalar one (ggml's
 // quantize_row_q8_K_ref), bytes, scales and sums bit for bit: random rows at
 // scales 1e-3 .. 1e3, ties for the largest |x| (+a before -a and the
 // reverse: the first one sets the sign of d), an all-zero block, a block
 // whose only non-zero is tiny, and inf / NaN blocks.
-TEST(KQuantTest, Avx512Q8KQuantizerEqualsScalarBitForBit) {
-  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+TEST(KQuantTest, SimdQ8KQuantizersEqualScalarBitForBit) {
+  if (DetectSimdLevel() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2 on this CPU";
+  const bool avx512 = DetectSimdLevel() == SimdLevel::kAvx512;
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -291,17 +292,26 @@ TEST(KQuantTest, Avx512Q8KQuantizerEqualsScalarBitForBit) {
     std::vector<float> d0(nb), d1(nb);
     std::vector<int16_t> s0(n / 16), s1(n / 16);
     qmm::QuantizeRowQ8K(x.data(), n, q0.data(), d0.data(), s0.data());
-    qmm::QuantizeRowQ8KAvx512(x.data(), n, q1.data(), d1.data(), s1.data());
-    ASSERT_EQ(q0, q1) << "trial " << trial;
-    ASSERT_EQ(s0, s1) << "trial " << trial;
-    for (int64_t i = 0; i < nb; ++i) {
-      uint32_t a, c;
-      std::memcpy(&a, &d0[i], 4);
-      std::memcpy(&c, &d1[i], 4);
-      if (std::isnan(d0[i])) {
-        ASSERT_TRUE(std::isnan(d1[i])) << "trial " << trial << " block " << i;
+    for (int level = 0; level < (avx512 ? 2 : 1); ++level) {
+      SCOPED_TRACE(level == 0 ? "avx2" : "avx512");
+      std::fill(q1.begin(), q1.end(), int8_t{99});
+      std::fill(s1.begin(), s1.end(), int16_t{999});
+      if (level == 0) {
+        qmm::QuantizeRowQ8KAvx2(x.data(), n, q1.data(), d1.data(), s1.data());
       } else {
-        ASSERT_EQ(a, c) << "trial " << trial << " block " << i;
+        qmm::QuantizeRowQ8KAvx512(x.data(), n, q1.data(), d1.data(), s1.data());
+      }
+      ASSERT_EQ(q0, q1) << "trial " << trial;
+      ASSERT_EQ(s0, s1) << "trial " << trial;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint32_t a, c;
+        std::memcpy(&a, &d0[i], 4);
+        std::memcpy(&c, &d1[i], 4);
+        if (std::isnan(d0[i])) {
+          ASSERT_TRUE(std::isnan(d1[i])) << "trial " << trial << " block " << i;
+        } else {
+          ASSERT_EQ(a, c) << "trial " << trial << " block " << i;
+        }
       }
     }
   }

@@ -40,8 +40,9 @@ namespace qmm {
 // 16g + 15]. An all-zero block gets d = 0, q = 0; a block holding inf / NaN
 // gets d = NaN (its outputs become NaN). q [n], d [n / 256], bsum [n / 16].
 void QuantizeRowQ8K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
-// The same bytes, scales and sums, vectorized (q8k_quantize_avx512.cpp; call
-// only at SimdLevel::kAvx512).
+// The same bytes, scales and sums, vectorized (q8k_quantize_avx2.cpp,
+// q8k_quantize_avx512.cpp; call only at that SimdLevel or above).
+void QuantizeRowQ8KAvx2(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
 void QuantizeRowQ8KAvx512(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
 
 // Kernels for the types above (nullptr for any other type).

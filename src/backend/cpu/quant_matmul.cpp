@@ -163,8 +163,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.n_blocks = nb;
   }
   // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
-  // x86; the AVX-512 version gives its bytes, scales and sums bit for bit
-  // (tests/backend/kquant_test.cpp).
+  // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
+  // for bit (tests/backend/kquant_test.cpp).
   std::vector<int8_t> kq;
   std::vector<float> kd;
   std::vector<int16_t> kbsum;
@@ -173,8 +173,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     kq.resize(static_cast<size_t>(n_rows * n_in));
     kd.resize(static_cast<size_t>(n_rows * nkb));
     kbsum.resize(static_cast<size_t>(n_rows * nkb * 16));
-    const auto quantize_k = ActiveSimdLevel() == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8KAvx512
-                                                                     : &qmm::QuantizeRowQ8K;
+    const SimdLevel level = ActiveSimdLevel();
+    const auto quantize_k = level == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8KAvx512
+                            : level == SimdLevel::kAvx2 ? &qmm::QuantizeRowQ8KAvx2
+                                                        : &qmm::QuantizeRowQ8K;
     for (int64_t r = 0; r < n_rows; ++r) {
       quantize_k(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
                           kbsum.data() + r * nkb * 16);
