@@ -1,4 +1,6 @@
-// AVX-512 BW + VNNI kernels for Q4_K, Q5_K and Q6_K against Q8_K activations:
+// AVX-512 BW + VNNI kernels for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K
+// activations (IQ4_XS keeps the AVX2 kernel: its values reach 127, so a sum
+// of 4 products does not fit the int16 packing below):
 // the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2 vec_dot order,
 // kquant_kernels.h), bit for bit, with fewer and wider integer instructions.
 //
@@ -13,7 +15,9 @@
 //     chunk's elements 4l .. 4l + 3, lanes 8..15: another chunk's), so
 //     folding lanes 8..15 onto 0..7 at the end is exact and gives lane l;
 //   * VNNI vpdpbusd sums 4 u8 weight x s8 activation products per int32
-//     lane (at most 4 * 63 * 127 = 32004 in magnitude: fits an int16);
+//     lane (at most 4 * 63 * 127 = 32004 in magnitude: fits an int16; Q3_K's
+//     signed weights go in as w + 4, the 4 taken off by starting the sum at
+//     -4 * sum(q));
 //   * two such registers are packed as the low / high int16 halves of each
 //     int32 lane (one masked byte shuffle) and VNNI vpdpwssd multiplies both
 //     by their scales and adds them (exact: no saturation).
@@ -69,6 +73,14 @@ constexpr __mmask64 kHigh8 = 0xFFFFFFFF00000000ull;
 
 template <DType T>
 struct BlockOf;
+template <>
+struct BlockOf<DType::kQ2_K> {
+  using type = BlockQ2_K;
+};
+template <>
+struct BlockOf<DType::kQ3_K> {
+  using type = BlockQ3_K;
+};
 template <>
 struct BlockOf<DType::kQ4_K> {
   using type = BlockQ4_K;
@@ -168,6 +180,62 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
       u->w[2 * m] = lo;
       u->w[2 * m + 1] = hi;
     }
+  } else if constexpr (T == DType::kQ2_K || T == DType::kQ3_K) {
+    u->d = F16(b.d);
+    // Element 128h + 32k + l: bits 2k, 2k + 1 of qs[32h + l] (Q3_K: plus 4
+    // where bit 4h + k of hmask[l] is set; the value is that minus 4, the 4
+    // is taken off through the activations, see LoadActs). Pair j = chunks
+    // 2j, 2j + 1 (h = j / 2, k = 2 (j % 2) and 2 (j % 2) + 1).
+    __m512i hm = _mm512_setzero_si512();
+    if constexpr (T == DType::kQ3_K) hm = Broadcast32(b.hmask);
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int j = 0; j < 4; ++j) {
+      const int k = 2 * (j % 2);
+      const __m512i bits = Broadcast32(b.qs + 32 * (j / 2));
+      __m512i w = _mm512_and_si512(
+          _mm512_mask_srli_epi16(_mm512_srli_epi16(bits, 2 * k), kHigh16, bits, 2 * k + 2), m3);
+      if constexpr (T == DType::kQ3_K) {
+        const __m512i bit =
+            _mm512_mask_blend_epi8(kHigh8, _mm512_set1_epi8(static_cast<char>(1 << (2 * j))),
+                                   _mm512_set1_epi8(static_cast<char>(1 << (2 * j + 1))));
+        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hm, bit), w, _mm512_set1_epi8(4));
+      }
+      u->w[j] = w;
+    }
+    // The 16 scales of the 16-element sub-blocks as int16.
+    __m256i s16;
+    if constexpr (T == DType::kQ2_K) {
+      u->dmin = F16(b.dmin);
+      const __m128i ms = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+      const __m128i m4x = _mm_set1_epi8(0x0F);
+      s16 = _mm256_cvtepu8_epi16(_mm_and_si128(ms, m4x));
+      u->extra = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), m4x));
+    } else {
+      // Scale j (6 bits, minus 32): low 4 bits from scales[j] (j < 8, low
+      // nibble) or scales[j - 8] (high nibble), high 2 bits from bits
+      // 2 (j / 4), + 1 of scales[8 + j % 4]. 12 bytes: no load past them.
+      uint32_t tail;
+      std::memcpy(&tail, b.scales + 8, 4);
+      const __m128i v = _mm_insert_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)), static_cast<int>(tail), 2);
+      const __m128i m4x = _mm_set1_epi8(0x0F);
+      const __m128i lo =
+          _mm_unpacklo_epi64(_mm_and_si128(v, m4x), _mm_and_si128(_mm_srli_epi16(v, 4), m4x));
+      // Byte j = scales[8 + j % 4], then dword g shifted right by 2g.
+      const __m128i hb = _mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_set1_epi32(0x0B0A0908)),
+                                        _mm_setr_epi32(0, 2, 4, 6));
+      const __m128i hi = _mm_and_si128(hb, _mm_set1_epi8(3));
+      const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+      s16 = _mm256_cvtepi8_epi16(sc8);
+    }
+    // int32 lane i of w[2m] covers elements 128m + 4i .. + 3 (sub-block
+    // 8m + i / 4), of w[2m + 1] 128m + 64 + 4i (8m + 4 + i / 4).
+    const __m512i s512 = _mm512_castsi256_si512(s16);
+    for (int m = 0; m < 2; ++m) {
+      const __m512i idx =
+          PairIndex([m](int i) { return 8 * m + i / 4; }, [m](int i) { return 8 * m + 4 + i / 4; });
+      u->sc[m] = _mm512_permutexvar_epi16(idx, s512);
+    }
   } else {  // Q6_K
     u->d = F16(b.d);
     for (int h = 0; h < 2; ++h) {
@@ -201,19 +269,31 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
   }
 }
 
-// The activations in the order of Unpacked::w (a[k] multiplies w[k]).
+// The activations in the order of Unpacked::w (a[k] multiplies w[k]); for
+// Q3_K also a[4 + k] = -4 * (sum of each 4 activations of a[k]): the start
+// of w[k]'s vpdpbusd, so that it sums (w + 4 - 4) * q = w * q exactly while
+// the weights stay unsigned (computed once per activation block, shared by
+// every weight row).
+constexpr int kActRegs = 8;
 template <DType T>
 LLM_KQ5_INLINE void LoadActs(const int8_t* q8, __m512i* a) {
   const auto ld = [q8](int c) {  // chunk c
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * c));
   };
-  if constexpr (T == DType::kQ6_K) {
-    for (int k = 0; k < 4; ++k)
-      a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
-  } else {
+  if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     for (int m = 0; m < 2; ++m) {
       a[2 * m] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m)), ld(4 * m + 2), 1);
       a[2 * m + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m + 1)), ld(4 * m + 3), 1);
+    }
+  } else {
+    for (int k = 0; k < 4; ++k)
+      a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
+    if constexpr (T == DType::kQ3_K) {
+      const __m512i four = _mm512_set1_epi8(4);
+      for (int k = 0; k < 4; ++k) {
+        a[4 + k] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), four, a[k]));
+      }
     }
   }
 }
@@ -234,8 +314,10 @@ LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, co
   constexpr __mmask64 kHighWords = 0xCCCCCCCCCCCCCCCCull;
   __m512i s = _mm512_setzero_si512();
   for (int m = 0; m < 2; ++m) {
-    const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[2 * m], a[2 * m]);
-    const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.w[2 * m + 1], a[2 * m + 1]);
+    const __m512i z0 = T == DType::kQ3_K ? a[4 + 2 * m] : _mm512_setzero_si512();
+    const __m512i z1 = T == DType::kQ3_K ? a[5 + 2 * m] : _mm512_setzero_si512();
+    const __m512i p0 = _mm512_dpbusd_epi32(z0, u.w[2 * m], a[2 * m]);
+    const __m512i p1 = _mm512_dpbusd_epi32(z1, u.w[2 * m + 1], a[2 * m + 1]);
     const __m512i packed = _mm512_mask_shuffle_epi8(p0, kHighWords, p1, to_high);
     s = _mm512_dpwssd_epi32(s, packed, u.sc[m]);
   }
@@ -256,6 +338,15 @@ LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, co
           _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dmin), _mm_set_ss(total), _mm_set_ss(st->summs)));
     }
     st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), st->acc);
+  } else if constexpr (T == DType::kQ2_K) {  // the mins lane first, as the AVX2 kernel
+    const float d = yd * u.d;
+    const float dmin = -yd * u.dmin;
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum));
+    const __m256i prod = _mm256_madd_epi16(u.extra, bs);
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), st->acc);
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), st->acc);
+  } else if constexpr (T == DType::kQ3_K) {
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * u.d), _mm256_cvtepi32_ps(sumi), st->acc);
   } else {  // Q6_K: minus 32 * (bsum * scale) of sub-blocks 2l, 2l + 1 in lane l
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum));
     const __m256i sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, u.extra), 5);
@@ -288,7 +379,7 @@ LLM_KQ5_INLINE void Reset(State* st) {
 // 1 by ~10 % for Q4_K / Q5_K, whose per-block scale unpacking then overlaps;
 // Q6_K's larger unpacked block gains little past 2).
 template <DType T>
-constexpr int kRowsPerStep = T == DType::kQ6_K ? 1 : 2;
+constexpr int kRowsPerStep = T == DType::kQ6_K ? 2 : 4;
 // Weight rows per batch step (their unpacked blocks, 6 zmm each, stay in
 // registers while every activation row of the pass uses them; measured as
 // kRowsPerStep).
@@ -312,7 +403,7 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
   const float* kd = a.kd + row * a.n_kblocks;
   const int16_t* bsum = a.kbsum + row * a.n_kblocks * 16;
   for (int64_t i = 0; i < a.n_kblocks; ++i) {
-    __m512i act[4];
+    __m512i act[kActRegs];
     LoadActs<T>(q8 + 256 * i, act);
     for (int r = 0; r < R; ++r) {
       Unpacked u;
@@ -341,7 +432,7 @@ LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const 
     for (int j = 0; j < R; ++j) Unpack<T>(blocks[j][i], &u[j]);
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t row = rb + r;
-      __m512i act[4];
+      __m512i act[kActRegs];
       LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
       const float yd = a.kd[row * a.n_kblocks + i];
       const int16_t* bsum = a.kbsum + (row * a.n_kblocks + i) * 16;
@@ -380,6 +471,10 @@ void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
 namespace qmm {
 Kernel KQuantAvx512Kernel(DType t) {
   switch (t) {
+    case DType::kQ2_K:
+      return &KernelK512<DType::kQ2_K>;
+    case DType::kQ3_K:
+      return &KernelK512<DType::kQ3_K>;
     case DType::kQ4_K:
       return &KernelK512<DType::kQ4_K>;
     case DType::kQ5_K:

@@ -4,7 +4,7 @@
 // quant_matmul_kernels.h), and the Q8_K activation quantizer.
 //
 // Arithmetic, per output y[r][o] (see quant_matmul.h for the guarantees):
-//   * AVX2 and AVX-512 levels (AVX-512 has its own Q4_K/Q5_K/Q6_K kernels
+//   * AVX2 and AVX-512 levels (AVX-512 has its own Q2_K..Q6_K kernels
 //     computing the same integer lanes with wider registers): ggml-cpu's x86 AVX2
 //     ggml_vec_dot_<type>_q8_K / _q8_0 / _q8_1 float sequence. Per 256-block
 //     the weight x activation products are summed exactly in int32 into 8
@@ -48,9 +48,9 @@ void QuantizeRowQ8KAvx512(const float* x, int64_t n, int8_t* q, float* d, int16_
 // Kernels for the types above (nullptr for any other type).
 Kernel KQuantScalarKernel(DType t);
 Kernel KQuantAvx2Kernel(DType t);
-// AVX-512 BW + VNNI kernels for Q4_K, Q5_K, Q6_K (kquant_avx512.cpp): the
-// AVX2 kernels' outputs bit for bit; nullptr for the other types (they run
-// the AVX2 kernels at that level).
+// AVX-512 BW + VNNI kernels for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+// (kquant_avx512.cpp): the AVX2 kernels' outputs bit for bit; nullptr for
+// the other types (they run the AVX2 kernels at that level).
 Kernel KQuantAvx512Kernel(DType t);
 
 }  // namespace qmm
