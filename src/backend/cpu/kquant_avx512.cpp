@@ -1,8 +1,8 @@
 // AVX-512 BW + VNNI kernels for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K
-// activations (IQ4_XS keeps the AVX2 kernel: its values reach 127, so a sum
-// of 4 products does not fit the int16 packing below):
-// the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2 vec_dot order,
-// kquant_kernels.h), bit for bit, with fewer and wider integer instructions.
+// activations: the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2
+// vec_dot order, kquant_kernels.h), bit for bit, with fewer and wider integer
+// instructions. (IQ4_XS keeps the AVX2 kernel: its values reach 127, so a sum
+// of 4 products does not fit the int16 packing below.)
 //
 // Why the bits cannot move: per 256-block and activation row, the AVX2 kernel
 // forms 8 int32 lanes (lane l = sum over the block's elements e with
@@ -28,10 +28,11 @@
 // walked together, so each activation block is loaded (and rearranged) once
 // for all of them and their independent chains overlap. Batches: kBatchStep
 // (4; Q6_K 2) weight blocks are unpacked once (6 zmm each) and used by up to
-// kRowBlock activation rows, each activation block loaded once for them. Compiled with the
-// *_avx512.cpp flags; called only at SimdLevel::kAvx512. GCC 12's AVX-512 headers build some
-// intrinsics (broadcast, extract, reduce) from a deliberately undefined value and then warn about
-// it.
+// kRowBlock activation rows, each activation block loaded once for them.
+// Compiled with the *_avx512.cpp flags; called only at SimdLevel::kAvx512.
+
+// GCC 12's AVX-512 headers build some intrinsics (broadcast, extract, reduce)
+// from a deliberately undefined value and then warn about it.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
@@ -106,7 +107,8 @@ struct BlockOf<DType::kQ6_K> {
 struct Unpacked {
   __m512i w[4];
   __m512i sc[2];
-  __m256i extra;  // Q4_K/Q5_K: 8 int16 mins (low 128 bits); Q6_K: 16 int16 scales
+  __m256i extra;  // Q4_K/Q5_K: 8 int16 mins (low 128 bits); Q2_K: 16 int16 mins;
+                  // Q6_K: 16 int16 scales
   float d, dmin;
 };
 
