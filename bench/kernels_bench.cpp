@@ -5,11 +5,14 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <optional>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul.h"
@@ -20,17 +23,42 @@
 namespace llm {
 namespace {
 
-// Random blocks with sane f16 scales (quant bytes random).
+// Random blocks with sane f16 scales (quant bytes random): each block's f16
+// scale fields (where the format puts them; block sizes from the GGUF type
+// table, so Q4_0's 18-byte blocks are walked as 18, not 20) are overwritten.
 std::vector<uint8_t> RandomQuantWeights(DType t, int64_t n_out, int64_t n_in) {
   const size_t rb = *RowBytes(t, n_in);
   std::vector<uint8_t> w(n_out * rb);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const size_t block = t == DType::kQ8_0 ? 34 : 20;
+  const size_t block = GetDTypeTraits(static_cast<uint32_t>(t))->block_bytes;
+  const uint16_t d = F32ToF16(0.01f), m = F32ToF16(-0.05f), dk = F32ToF16(0.001f);
   for (size_t off = 0; off < w.size(); off += block) {
-    const uint16_t d = F32ToF16(0.01f), m = F32ToF16(-0.05f);
-    std::memcpy(&w[off], &d, 2);
-    if (t == DType::kQ4_1) std::memcpy(&w[off + 2], &m, 2);
+    switch (t) {
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+        std::memcpy(&w[off], &d, 2);
+        std::memcpy(&w[off + 2], &m, 2);
+        break;
+      case DType::kQ2_K:  // scales[16], qs[64], then d, dmin
+        std::memcpy(&w[off + 80], &dk, 2);
+        std::memcpy(&w[off + 82], &dk, 2);
+        break;
+      case DType::kQ3_K:  // hmask, qs, scales, then d
+        std::memcpy(&w[off + block - 2], &dk, 2);
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:  // d, dmin first
+        std::memcpy(&w[off], &dk, 2);
+        std::memcpy(&w[off + 2], &dk, 2);
+        break;
+      case DType::kQ6_K:  // ql, qh, scales, then d
+        std::memcpy(&w[off + block - 2], &dk, 2);
+        break;
+      default:  // Q4_0, Q8_0, Q5_0, IQ4_NL, IQ4_XS: d first
+        std::memcpy(&w[off], &d, 2);
+        break;
+    }
   }
   return w;
 }
@@ -76,6 +104,85 @@ BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
     ->Args({49152, 576, 16, 1})
     ->Args({49152, 576, 1, 2})
     ->UseRealTime();
+
+// The K-quant kernels (Q8_K activations) at a chosen SIMD level. Args:
+// n_out, n_in, n_rows, threads, level (0 scalar, 1 AVX2, 2 AVX-512; skipped
+// above the CPU's). The time includes the Q8_K quantization of the
+// activations, as in the engine.
+void BM_KQuantMatMul(benchmark::State& state, DType t) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const SimdLevel level = state.range(4) == 0   ? SimdLevel::kScalar
+                          : state.range(4) == 1 ? SimdLevel::kAvx2
+                                                : SimdLevel::kAvx512;
+  if (static_cast<int>(level) > static_cast<int>(DetectSimdLevel())) {
+    state.SkipWithError("SIMD level not available on this CPU");
+    return;
+  }
+  SetSimdLevelForTesting(level);
+  const std::vector<uint8_t> w = RandomQuantWeights(t, n_out, n_in);
+  std::vector<float> x(n_rows * n_in), y(n_rows * n_out);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  ThreadPool pool(threads);
+  const size_t rb = *RowBytes(t, n_in);
+  for (auto _ : state) {
+    auto s =
+        QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(), n_out, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(w.size()));
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+  SetSimdLevelForTesting(std::nullopt);
+}
+// 1B shapes (n_embd 2048, n_ff 8192): ffn_up one decode row and a 16-row
+// batch, ffn_down 16 rows; 1 thread; every level.
+#define LLM_KQUANT_BENCH(name, type)                                                  \
+  BENCHMARK_CAPTURE(BM_KQuantMatMul, name, type)                                      \
+      ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2}})                        \
+      ->Args({2048, 8192, 16, 1, 1})                                                  \
+      ->Args({2048, 8192, 16, 1, 2})                                                  \
+      ->UseRealTime()
+LLM_KQUANT_BENCH(Q4_K, DType::kQ4_K);
+LLM_KQUANT_BENCH(Q5_K, DType::kQ5_K);
+LLM_KQUANT_BENCH(Q6_K, DType::kQ6_K);
+LLM_KQUANT_BENCH(Q2_K, DType::kQ2_K);
+LLM_KQUANT_BENCH(Q3_K, DType::kQ3_K);
+LLM_KQUANT_BENCH(IQ4_XS, DType::kIQ4_XS);
+#undef LLM_KQUANT_BENCH
+
+// The Q8_K activation quantizer alone, per level. Args: n (elements), level
+// (0 scalar, 1 AVX2, 2 AVX-512). Bytes = the f32 input.
+void BM_QuantizeQ8K(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int level = static_cast<int>(state.range(1));
+  if (level > static_cast<int>(DetectSimdLevel())) {
+    state.SkipWithError("SIMD level not available on this CPU");
+    return;
+  }
+  std::vector<float> x(n);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  std::vector<int8_t> q(n);
+  std::vector<float> d(n / 256);
+  std::vector<int16_t> bsum(n / 16);
+  for (auto _ : state) {
+    if (level == 2) {
+      qmm::QuantizeRowQ8KAvx512(x.data(), n, q.data(), d.data(), bsum.data());
+    } else if (level == 1) {
+      qmm::QuantizeRowQ8KAvx2(x.data(), n, q.data(), d.data(), bsum.data());
+    } else {
+      qmm::QuantizeRowQ8K(x.data(), n, q.data(), d.data(), bsum.data());
+    }
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+BENCHMARK(BM_QuantizeQ8K)->ArgsProduct({{2048, 8192}, {0, 1, 2}})->UseRealTime();
 
 // BM_QuantMatMul with the weights repacked as the CPU backend does at load
 // on AVX-512 machines (backend/cpu/packed_weight.h; the same bits). Arg 4:

@@ -6,7 +6,9 @@ ggml side: quantize_row_q8_K and ggml_vec_dot_<type>_q8_K, exported by the
 libggml-cpu.so that llama-cpp-python ships (or --ggml-lib-dir). libllm side:
 src/backend/cpu/kquant_avx2.cpp and kquant_scalar.cpp compiled here with g++
 into a small shared library (the same flags as the AVX2 kernels of the
-build: -mavx2 -mfma -mf16c) behind a C shim. Per type, N random weight rows
+build: -mavx2 -mfma -mf16c) behind a C shim; on AVX-512 CPUs also
+kquant_avx512.cpp and q8k_quantize_avx512.cpp (the AVX-512 level's kernels
+and quantizer). Per type, N random weight rows
 (random block bytes, f16 scales in [0.001, 0.05]) against N random activation
 rows of 1..4 blocks: the Q8_K bytes and every dot product must be identical.
 Also Q5_0, Q5_1 and IQ4_NL (one row, 1..11 blocks) against ggml_vec_dot_*
@@ -45,6 +47,30 @@ extern "C" float shim_dot(int type, const void* w, long n, const signed char* q,
   qmm::KQuantAvx2Kernel(static_cast<DType>(type))(w, 0, 0, 1, a, &y, 1, nullptr);
   return y;
 }
+// The AVX-512 level (kquant_avx512.cpp, q8k_quantize_avx512.cpp; only called
+// when the CPU has it): the quantizer, and the kernel of types that have one
+// (0 returned in *has for the others).
+extern "C" void shim_q8k512(const float* x, long n, signed char* q, float* d, short* bs) {
+  qmm::QuantizeRowQ8KAvx512(x, n, reinterpret_cast<int8_t*>(q), d, reinterpret_cast<int16_t*>(bs));
+}
+extern "C" void shim_q8k2(const float* x, long n, signed char* q, float* d, short* bs) {
+  qmm::QuantizeRowQ8KAvx2(x, n, reinterpret_cast<int8_t*>(q), d, reinterpret_cast<int16_t*>(bs));
+}
+extern "C" float shim_dot512(int type, const void* w, long n, const signed char* q, const float* d,
+                             const short* bs, int* has) {
+  qmm::Acts a;
+  a.n_rows = 1;
+  a.n_in = n;
+  a.kq = reinterpret_cast<const int8_t*>(q);
+  a.kd = d;
+  a.kbsum = reinterpret_cast<const int16_t*>(bs);
+  a.n_kblocks = n / 256;
+  float y = 0;
+  const qmm::Kernel k = qmm::KQuantAvx512Kernel(static_cast<DType>(type));
+  *has = k != nullptr;
+  if (k != nullptr) k(w, 0, 0, 1, a, &y, 1, nullptr);
+  return y;
+}
 // One row of a 32-block type against q / ds activations (ds: f32 pairs d, s).
 extern "C" float shim_dot32(int type, const void* w, long n, const signed char* q, const float* ds) {
   qmm::Acts a;
@@ -74,12 +100,19 @@ def build_shim(out_dir):
         f.write(SHIM)
     inc = ["-I" + os.path.join(ROOT, "src"), "-I" + ROOT]
     cpu = os.path.join(ROOT, "src", "backend", "cpu")
-    obj = os.path.join(out_dir, "kquant_avx2.o")
-    subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx2", "-mfma", "-mf16c", *inc, "-c",
-                           os.path.join(cpu, "kquant_avx2.cpp"), "-o", obj])
+    objs = []
+    for name in ("kquant_avx2", "q8k_quantize_avx2"):
+        objs.append(os.path.join(out_dir, name + ".o"))
+        subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx2", "-mfma", "-mf16c", *inc, "-c",
+                               os.path.join(cpu, name + ".cpp"), "-o", objs[-1]])
+    for name in ("kquant_avx512", "q8k_quantize_avx512"):  # the *_avx512.cpp flags of the build
+        objs.append(os.path.join(out_dir, name + ".o"))
+        subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-mavx512f", "-mavx512bw", "-mavx512dq",
+                               "-mavx512vl", "-mavx512vnni", "-mavx512bf16", "-mavx2", "-mfma", "-mf16c",
+                               *inc, "-c", os.path.join(cpu, name + ".cpp"), "-o", objs[-1]])
     lib = os.path.join(out_dir, "libshim.so")
     subprocess.check_call(["g++", "-O2", "-std=c++17", "-fPIC", "-shared", *inc, src,
-                           os.path.join(cpu, "kquant_scalar.cpp"), obj, "-o", lib])
+                           os.path.join(cpu, "kquant_scalar.cpp"), *objs, "-o", lib])
     return ctypes.CDLL(lib)
 
 
@@ -103,13 +136,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         ours = build_shim(tmp)
         ours.shim_dot.restype = ctypes.c_float
+        ours.shim_dot512.restype = ctypes.c_float
+        # The AVX-512 level's quantizer and kernels too, where the CPU has it.
+        flags = open("/proc/cpuinfo").read()
+        avx512 = all(f in flags for f in ("avx512bw", "avx512vl", "avx512_vnni", "avx512dq"))
         ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)
         rng = np.random.default_rng(args.seed)
         print(f"seed {args.seed}, {args.n} cases per type, ggml from {d}")
         bad_total = 0
         for t, (name, bb, offs) in TYPES.items():
             vec_dot = getattr(ggml, f"ggml_vec_dot_{name}_q8_K")
-            bad_q = bad_dot = 0
+            bad_q = bad_q2 = bad_dot = bad_q512 = bad_dot512 = 0
+            has512 = False
             for _ in range(args.n):
                 nb = int(rng.integers(1, 5))
                 n = 256 * nb
@@ -128,14 +166,31 @@ def main():
                 ours.shim_q8k(ptr(x), ctypes.c_long(n), ptr(q), ptr(qd), ptr(qbs))
                 if not (gd.tobytes() == qd.tobytes() and np.array_equal(gq, q) and np.array_equal(gbs, qbs)):
                     bad_q += 1
+                ours.shim_q8k2(ptr(x), ctypes.c_long(n), ptr(q), ptr(qd), ptr(qbs))
+                if not (gd.tobytes() == qd.tobytes() and np.array_equal(gq, q) and np.array_equal(gbs, qbs)):
+                    bad_q2 += 1
                 s = np.zeros(1, np.float32)
                 vec_dot(ctypes.c_int(n), ptr(s), ctypes.c_size_t(0), ptr(w), ctypes.c_size_t(0), ptr(blocks),
                         ctypes.c_size_t(0), ctypes.c_int(1))
                 mine = np.float32(ours.shim_dot(t, ptr(w), ctypes.c_long(n), ptr(gq), ptr(gd), ptr(gbs)))
                 if mine.tobytes() != s.tobytes():
                     bad_dot += 1
-            print(f"{name:7s} Q8_K quantization mismatches {bad_q}/{args.n}, vec_dot mismatches {bad_dot}/{args.n}")
-            bad_total += bad_q + bad_dot
+                if avx512:
+                    ours.shim_q8k512(ptr(x), ctypes.c_long(n), ptr(q), ptr(qd), ptr(qbs))
+                    if not (gd.tobytes() == qd.tobytes() and np.array_equal(gq, q) and np.array_equal(gbs, qbs)):
+                        bad_q512 += 1
+                    has = ctypes.c_int(0)
+                    mine = np.float32(ours.shim_dot512(t, ptr(w), ctypes.c_long(n), ptr(gq), ptr(gd), ptr(gbs),
+                                                       ctypes.byref(has)))
+                    has512 = bool(has.value)
+                    if has512 and mine.tobytes() != s.tobytes():
+                        bad_dot512 += 1
+            print(f"{name:7s} Q8_K quantization mismatches {bad_q}/{args.n} (AVX2 quantizer {bad_q2}/{args.n}), "
+                  f"vec_dot mismatches {bad_dot}/{args.n}")
+            if avx512:
+                print(f"{'':7s} AVX-512: quantization mismatches {bad_q512}/{args.n}, "
+                      + (f"vec_dot mismatches {bad_dot512}/{args.n}" if has512 else "(no own kernel: AVX2's)"))
+            bad_total += bad_q + bad_q2 + bad_dot + bad_q512 + bad_dot512
         # Q5_0 / Q5_1 / IQ4_NL, one row (ggml_vec_dot_*_q8_0 / _q8_1), on
         # ggml's own Q8_0 / Q8_1 activations (odd block counts included: the
         # IQ4_NL scalar tail).

@@ -247,5 +247,114 @@ TEST(KQuantTest, Avx2EqualsGgmlX86OrderBitForBit) {
   }
 }
 
+// The AVX2 and AVX-512 Q8_K quantizers against the scalar one (ggml's
+// quantize_row_q8_K_ref), bytes, scales and sums bit for bit: random rows at
+// scales 1e-3 .. 1e3, ties for the largest |x| (+a before -a and the
+// reverse: the first one sets the sign of d), an all-zero block, a block
+// whose only non-zero is tiny, and inf / NaN blocks.
+TEST(KQuantTest, SimdQ8KQuantizersEqualScalarBitForBit) {
+  if (DetectSimdLevel() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2 on this CPU";
+  const bool avx512 = DetectSimdLevel() == SimdLevel::kAvx512;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t nb = 1 + trial % 7;
+    const int64_t n = 256 * nb;
+    const float scale = std::pow(10.0f, static_cast<float>(trial % 7) - 3.0f);
+    std::vector<float> x = RandomVector(rng, n, 0.0f, scale);
+    const int64_t b = static_cast<int64_t>(rng() % nb);
+    switch (trial % 8) {
+      case 1:  // tie, positive first
+        x[256 * b + 3] = 2 * scale;
+        x[256 * b + 200] = -2 * scale;
+        break;
+      case 2:  // tie, negative first
+        x[256 * b + 17] = -2 * scale;
+        x[256 * b + 18] = 2 * scale;
+        break;
+      case 3:
+        for (int j = 0; j < 256; ++j) x[256 * b + j] = 0.0f;
+        break;
+      case 4:
+        for (int j = 0; j < 256; ++j) x[256 * b + j] = j == 77 ? -1e-30f : 0.0f;
+        break;
+      case 5:
+        x[256 * b + 255] = (rng() & 1) ? INFINITY : -INFINITY;
+        break;
+      case 6:
+        x[256 * b + 128] = std::nanf("");
+        break;
+      default:
+        break;
+    }
+    std::vector<int8_t> q0(n), q1(n);
+    std::vector<float> d0(nb), d1(nb);
+    std::vector<int16_t> s0(n / 16), s1(n / 16);
+    qmm::QuantizeRowQ8K(x.data(), n, q0.data(), d0.data(), s0.data());
+    for (int level = 0; level < (avx512 ? 2 : 1); ++level) {
+      SCOPED_TRACE(level == 0 ? "avx2" : "avx512");
+      std::fill(q1.begin(), q1.end(), int8_t{99});
+      std::fill(s1.begin(), s1.end(), int16_t{999});
+      if (level == 0) {
+        qmm::QuantizeRowQ8KAvx2(x.data(), n, q1.data(), d1.data(), s1.data());
+      } else {
+        qmm::QuantizeRowQ8KAvx512(x.data(), n, q1.data(), d1.data(), s1.data());
+      }
+      ASSERT_EQ(q0, q1) << "trial " << trial;
+      ASSERT_EQ(s0, s1) << "trial " << trial;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint32_t a, c;
+        std::memcpy(&a, &d0[i], 4);
+        std::memcpy(&c, &d1[i], 4);
+        if (std::isnan(d0[i])) {
+          ASSERT_TRUE(std::isnan(d1[i])) << "trial " << trial << " block " << i;
+        } else {
+          ASSERT_EQ(a, c) << "trial " << trial << " block " << i;
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 kernels (Q4_K, Q5_K, Q6_K: their own; the other Q8_K types: the
+// AVX2 ones) give the AVX2 level's outputs bit for bit: one row (2 weight
+// rows per step plus an odd tail, tasks starting at multiples of 16) and
+// batches of 2, 3 and 33 rows (more than one 32-row pass), odd block counts.
+TEST(KQuantTest, Avx512EqualsAvx2BitForBit) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (DType t :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    for (int64_t n_in : {256, 256 * 5}) {
+      SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in));
+      const int64_t n_out = 37;
+      const size_t rb = *RowBytes(t, n_in);
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      for (int64_t n_rows : {1, 2, 3, 33}) {
+        std::vector<float> x = RandomVector(rng, n_rows * n_in, 0.0f, 3.0f);
+        std::vector<float> y2(n_rows * n_out), y5(n_rows * n_out);
+        SetSimdLevelForTesting(SimdLevel::kAvx2);
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y2.data(),
+                                n_out, nullptr)
+                        .ok());
+        SetSimdLevelForTesting(SimdLevel::kAvx512);
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y5.data(),
+                                n_out, nullptr)
+                        .ok());
+        for (int64_t i = 0; i < n_rows * n_out; ++i) {
+          uint32_t a, c;
+          std::memcpy(&a, &y2[i], 4);
+          std::memcpy(&c, &y5[i], 4);
+          ASSERT_EQ(a, c) << "rows=" << n_rows << " i=" << i << " " << y2[i] << " vs " << y5[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llm

@@ -4,7 +4,8 @@
 // quant_matmul_kernels.h), and the Q8_K activation quantizer.
 //
 // Arithmetic, per output y[r][o] (see quant_matmul.h for the guarantees):
-//   * AVX2 level (also used on AVX-512 machines): ggml-cpu's x86 AVX2
+//   * AVX2 and AVX-512 levels (AVX-512 has its own Q2_K..Q6_K kernels
+//     computing the same integer lanes with wider registers): ggml-cpu's x86 AVX2
 //     ggml_vec_dot_<type>_q8_K / _q8_0 / _q8_1 float sequence. Per 256-block
 //     the weight x activation products are summed exactly in int32 into 8
 //     lanes (lane l holds the elements e with (e % 32) / 4 == l, plus the
@@ -39,10 +40,18 @@ namespace qmm {
 // 16g + 15]. An all-zero block gets d = 0, q = 0; a block holding inf / NaN
 // gets d = NaN (its outputs become NaN). q [n], d [n / 256], bsum [n / 16].
 void QuantizeRowQ8K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
+// The same bytes, scales and sums, vectorized (q8k_quantize_avx2.cpp,
+// q8k_quantize_avx512.cpp; call only at that SimdLevel or above).
+void QuantizeRowQ8KAvx2(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
+void QuantizeRowQ8KAvx512(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
 
 // Kernels for the types above (nullptr for any other type).
 Kernel KQuantScalarKernel(DType t);
 Kernel KQuantAvx2Kernel(DType t);
+// AVX-512 BW + VNNI kernels for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+// (kquant_avx512.cpp): the AVX2 kernels' outputs bit for bit; nullptr for
+// the other types (they run the AVX2 kernels at that level).
+Kernel KQuantAvx512Kernel(DType t);
 
 }  // namespace qmm
 }  // namespace llm

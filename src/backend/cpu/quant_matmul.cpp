@@ -162,8 +162,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.ds = ds.data();
     acts.n_blocks = nb;
   }
-  // Q8_K (K-quants, IQ4_XS): one scalar quantizer for every SIMD level, as
-  // ggml-cpu uses its reference quantize_row_q8_K_ref on x86.
+  // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
+  // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
+  // for bit (tests/backend/kquant_test.cpp).
   std::vector<int8_t> kq;
   std::vector<float> kd;
   std::vector<int16_t> kbsum;
@@ -172,8 +173,12 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     kq.resize(static_cast<size_t>(n_rows * n_in));
     kd.resize(static_cast<size_t>(n_rows * nkb));
     kbsum.resize(static_cast<size_t>(n_rows * nkb * 16));
+    const SimdLevel level = ActiveSimdLevel();
+    const auto quantize_k = level == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8KAvx512
+                            : level == SimdLevel::kAvx2 ? &qmm::QuantizeRowQ8KAvx2
+                                                        : &qmm::QuantizeRowQ8K;
     for (int64_t r = 0; r < n_rows; ++r) {
-      qmm::QuantizeRowQ8K(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
+      quantize_k(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
                           kbsum.data() + r * nkb * 16);
     }
     acts.kq = kq.data();

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 
@@ -357,8 +358,10 @@ Kernel Avx512Kernel(DType t) {
       return &QuantWideKernel<DType::kQ4_0>;
     case DType::kQ4_1:
       return &QuantWideKernel<DType::kQ4_1>;
-    default:
-      return KernelFor(t);
+    default: {
+      const Kernel k = KernelFor(t);
+      return k != nullptr ? k : KQuantAvx512Kernel(t);
+    }
   }
 }
 
