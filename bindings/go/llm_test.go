@@ -96,7 +96,8 @@ func TestTokenizeLikeLlamaCpp(t *testing.T) {
 	m := loadModel(t, false)
 	g := loadGolden(t)
 	info, err := m.Info()
-	if err != nil || info.Architecture != "llama" || info.NVocab != 49152 {
+	if err != nil || info.Architecture != "llama" || info.NVocab != 49152 ||
+		info.MappedWeightBytes == 0 || info.WeightCopyBytes == 0 {
 		t.Fatalf("%+v %v", info, err)
 	}
 	ids, err := m.Tokenize(g.Text, true, false)

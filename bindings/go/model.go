@@ -47,6 +47,9 @@ type ModelInfo struct {
 	Architecture, Name                     string
 	Device                                 Device
 	DeviceIndex                            int
+	// Bytes of the model file read in place, and host memory the backend
+	// holds as its own copies of weights.
+	MappedWeightBytes, WeightCopyBytes uint64
 }
 
 // Model is a loaded model. Safe for concurrent use. Close frees it (a
@@ -140,6 +143,7 @@ func (m *Model) Info() (ModelInfo, error) {
 		EOTToken: Token(ci.eot_token), PadToken: Token(ci.pad_token), AddBOS: ci.add_bos != 0,
 		Architecture: cString(ci.architecture[:]), Name: cString(ci.name[:]),
 		Device: Device(ci.device), DeviceIndex: int(ci.device_index),
+		MappedWeightBytes: uint64(ci.mapped_weight_bytes), WeightCopyBytes: uint64(ci.weight_copy_bytes),
 	}, nil
 }
 

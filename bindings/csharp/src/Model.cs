@@ -23,6 +23,9 @@ namespace LibLlm
         public ulong Params;
         public int ContextTrain, Vocab, Layers, Embedding, Heads, KvHeads;
         public int BosToken, EosToken, EotToken, PadToken;
+        /// <summary>Bytes of the model file read in place, and host memory the
+        /// backend holds as its own copies of weights.</summary>
+        public ulong MappedWeightBytes, WeightCopyBytes;
     }
 
     /// <summary>A loaded GGUF model. Thread-safe: any number of threads may
@@ -81,7 +84,8 @@ namespace LibLlm
                     ContextTrain = n.n_ctx_train, Vocab = n.n_vocab, Layers = n.n_layer,
                     Embedding = n.n_embd, Heads = n.n_head, KvHeads = n.n_head_kv,
                     BosToken = n.bos_token, EosToken = n.eos_token, EotToken = n.eot_token,
-                    PadToken = n.pad_token,
+                    PadToken = n.pad_token, MappedWeightBytes = n.mapped_weight_bytes,
+                    WeightCopyBytes = n.weight_copy_bytes,
                 };
             }
         }

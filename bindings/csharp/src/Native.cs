@@ -46,6 +46,8 @@ namespace LibLlm
         [MarshalAs(UnmanagedType.ByValArray, SizeConst = 128)] public byte[] name;
         public int device;
         public int device_index;
+        public ulong mapped_weight_bytes;
+        public ulong weight_copy_bytes;
     }
 
     /// <summary>KV block pool of a model (llm_kv_stats).</summary>

@@ -48,7 +48,7 @@ namespace LibLlm.Tests
         {
             // docs/ABI.md, "Historical sizes", column 0.3 (LP64).
             Assert.Equal(56, Marshal.SizeOf(typeof(ModelParams)), "llm_model_params");
-            Assert.Equal(232, Marshal.SizeOf(typeof(ModelInfoNative)), "llm_model_info");
+            Assert.Equal(248, Marshal.SizeOf(typeof(ModelInfoNative)), "llm_model_info");
             Assert.Equal(168, Marshal.SizeOf(typeof(KvStats)), "llm_kv_stats");
             Assert.Equal(72, Marshal.SizeOf(typeof(BatchStats)), "llm_batch_stats");
             Assert.Equal(36, Marshal.SizeOf(typeof(SamplerParams)), "llm_sampler_params");
@@ -76,6 +76,7 @@ namespace LibLlm.Tests
                 ModelInfo info = model.Info;
                 Assert.Equal("llama", info.Architecture, "architecture");
                 Assert.True(info.Vocab > 1000, "n_vocab");
+                Assert.True(info.MappedWeightBytes > 0 && info.WeightCopyBytes > 0, "load memory report");
                 int[] tokens = model.Tokenize("Hello, world!");
                 Assert.True(tokens.Length >= 3, "token count");
                 Assert.Equal("Hello, world!", model.Detokenize(tokens), "round trip");

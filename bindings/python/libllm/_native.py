@@ -70,6 +70,8 @@ class ModelInfo(ctypes.Structure):
         ("name", ctypes.c_char * 128),
         ("device", c_int32),
         ("device_index", c_int32),
+        ("mapped_weight_bytes", c_uint64),
+        ("weight_copy_bytes", c_uint64),
     ]
 
 

@@ -28,7 +28,7 @@ def test_version_is_accepted_and_others_refused():
 
 def test_struct_sizes_match_the_abi_table():
     # docs/ABI.md, "Historical sizes", column 0.3 (LP64).
-    expected = {N.ModelParams: 56, N.ModelInfo: 232, N.KvStats: 168, N.BatchStats: 72,
+    expected = {N.ModelParams: 56, N.ModelInfo: 248, N.KvStats: 168, N.BatchStats: 72,
                 N.SamplerParams: 36, N.SamplerExt: 8, N.SessionParams: 72,
                 N.SessionStats: 32, N.GenerateParams: 40, N.GenerateResult: 32,
                 N.ChatMessage: 16}
@@ -50,6 +50,9 @@ def test_model_info_and_tokenizer(model):
     info = model.info()
     assert info["architecture"] == "llama"
     assert info["n_vocab"] > 1000
+    # The struct's last fields arrive (the load memory report).
+    assert info["mapped_weight_bytes"] > 0
+    assert info["weight_copy_bytes"] > 0
     tokens = model.tokenize("Hello, world!")
     assert len(tokens) >= 3
     assert model.detokenize(tokens) == "Hello, world!"

@@ -105,6 +105,10 @@ pub struct ModelInfo {
     pub name: String,
     pub device: Device,
     pub device_index: i32,
+    /// Bytes of the model file that inference reads in place (resident).
+    pub mapped_weight_bytes: u64,
+    /// Host memory the backend holds as its own copies of weights.
+    pub weight_copy_bytes: u64,
 }
 
 /// One chat turn for [`Model::chat_format`].
@@ -269,6 +273,8 @@ impl Model {
                 Device::Cpu
             },
             device_index: info.device_index,
+            mapped_weight_bytes: info.mapped_weight_bytes,
+            weight_copy_bytes: info.weight_copy_bytes,
         })
     }
 

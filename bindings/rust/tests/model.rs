@@ -40,6 +40,8 @@ fn tokenizes_like_llama_cpp() {
     let info = model.info().unwrap();
     assert_eq!(info.architecture, "llama");
     assert_eq!(info.n_vocab, 49152);
+    // The struct's last fields arrive (the load memory report).
+    assert!(info.mapped_weight_bytes > 0 && info.weight_copy_bytes > 0);
     let ids = model.tokenize(&g.text, true, false).unwrap();
     assert_eq!(ids, g.ids);
     assert_eq!(model.detokenize(&ids, false).unwrap(), g.text);

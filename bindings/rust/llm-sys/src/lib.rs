@@ -108,6 +108,8 @@ pub struct llm_model_info {
     // ---- 0.3 ----
     pub device: i32,
     pub device_index: i32,
+    pub mapped_weight_bytes: u64,
+    pub weight_copy_bytes: u64,
 }
 
 #[repr(C)]

@@ -497,7 +497,9 @@ fn rust_layouts() -> Vec<Layout> {
             architecture,
             name,
             device,
-            device_index
+            device_index,
+            mapped_weight_bytes,
+            weight_copy_bytes
         }),
         rust_layout!(llm_kv_stats {
             struct_size,
@@ -678,7 +680,7 @@ fn sizes_match_the_abi_table() {
         return;
     }
     assert_eq!(size_of::<llm_model_params>(), 56);
-    assert_eq!(size_of::<llm_model_info>(), 232);
+    assert_eq!(size_of::<llm_model_info>(), 248);
     assert_eq!(size_of::<llm_kv_stats>(), 168);
     assert_eq!(size_of::<llm_batch_stats>(), 72);
     assert_eq!(size_of::<llm_sampler_params>(), 36);
