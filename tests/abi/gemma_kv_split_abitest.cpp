@@ -21,36 +21,18 @@
 #include "gguf_writer.h"
 #include "gtest/gtest.h"
 #include "llm/llm.h"
+#include "session_util.h"
 #include "test_util.h"
 
 namespace {
 
 constexpr int64_t kWindow = 32;  // both tiny Gemma models
 
-struct ModelDeleter {
-  void operator()(llm_model *m) const { llm_model_free(m); }
-};
-struct SessionDeleter {
-  void operator()(llm_session *s) const { llm_session_free(s); }
-};
-using ModelPtr = std::unique_ptr<llm_model, ModelDeleter>;
-using SessionPtr = std::unique_ptr<llm_session, SessionDeleter>;
-
-std::vector<llm_token> RandomTokens(size_t n, uint32_t seed, uint32_t n_vocab = 512) {
-  std::mt19937 rng(seed);
-  std::vector<llm_token> t(n);
-  for (auto &x : t) x = static_cast<llm_token>(3 + rng() % (n_vocab - 3));
-  return t;
-}
-
-double MaxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  return m;
-}
+using llm_abi_test::Logits;
+using llm_abi_test::MaxAbsDiff;
+using llm_abi_test::ModelPtr;
+using llm_abi_test::RandomTokens;
+using llm_abi_test::SessionPtr;
 
 // Bytes of KV a model's pools hold in use: each pool's used blocks times its
 // block size.
@@ -81,12 +63,6 @@ class GemmaKvSplitTest : public ::testing::TestWithParam<const char *> {
     EXPECT_EQ(llm_kv_stats_init(&st), LLM_OK);
     EXPECT_EQ(llm_model_kv_stats(model_.get(), &st), LLM_OK);
     return st;
-  }
-  std::vector<float> Logits(llm_session *s) {
-    const float *l = nullptr;
-    size_t n = 0;
-    EXPECT_EQ(llm_session_logits(s, &l, &n), LLM_OK) << llm_last_error();
-    return l ? std::vector<float>(l, l + n) : std::vector<float>();
   }
   size_t NTokens(llm_session *s) {
     size_t n = 0;
@@ -244,40 +220,7 @@ TEST_P(GemmaKvSplitTest, PrefixSharingAdoptsFromBothPools) {
 }
 
 TEST_P(GemmaKvSplitTest, BatchedSessionsMatchSessionsRunAlone) {
-  const size_t lens[4] = {70, 129, 200, 5};
-  std::vector<std::vector<float>> alone(4);
-  for (int i = 0; i < 4; ++i) {
-    SessionPtr s = NewSession();
-    const std::vector<llm_token> p = RandomTokens(lens[i], 10 + i);
-    ASSERT_EQ(llm_session_prefill(s.get(), p.data(), p.size()), LLM_OK);
-    for (int k = 0; k < 40; ++k) {
-      llm_token t = -1;
-      ASSERT_EQ(llm_session_decode(s.get(), &t), LLM_OK);
-    }
-    alone[i] = Logits(s.get());
-  }
-  std::vector<SessionPtr> sessions;
-  for (int i = 0; i < 4; ++i) sessions.push_back(NewSession());
-  std::vector<std::thread> threads;
-  std::vector<std::vector<float>> together(4);
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      const std::vector<llm_token> p = RandomTokens(lens[i], 10 + i);
-      if (llm_session_prefill(sessions[i].get(), p.data(), p.size()) != LLM_OK) return;
-      for (int k = 0; k < 40; ++k) {
-        llm_token t = -1;
-        if (llm_session_decode(sessions[i].get(), &t) != LLM_OK) return;
-      }
-      const float *l = nullptr;
-      size_t n = 0;
-      if (llm_session_logits(sessions[i].get(), &l, &n) == LLM_OK) together[i].assign(l, l + n);
-    });
-  }
-  for (auto &t : threads) t.join();
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_EQ(together[i].size(), alone[i].size()) << "session " << i << " failed";
-    EXPECT_LE(MaxAbsDiff(together[i], alone[i]), 1e-3) << "session " << i;
-  }
+  llm_abi_test::ExpectBatchedSessionsMatchAlone([this] { return NewSession(); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GemmaKvSplitTest,

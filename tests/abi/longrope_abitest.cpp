@@ -17,29 +17,20 @@
 
 #include "gtest/gtest.h"
 #include "llm/llm.h"
+#include "session_util.h"
 #include "test_util.h"
 
 namespace {
 
 constexpr int32_t kOriginalCtx = 4096;  // phi3.rope.scaling.original_context_length
 
-struct ModelDeleter {
-  void operator()(llm_model *m) const { llm_model_free(m); }
-};
-struct SessionDeleter {
-  void operator()(llm_session *s) const { llm_session_free(s); }
-};
-using ModelPtr = std::unique_ptr<llm_model, ModelDeleter>;
-using SessionPtr = std::unique_ptr<llm_session, SessionDeleter>;
+using llm_abi_test::Logits;
+using llm_abi_test::MaxAbsDiff;
+using llm_abi_test::ModelPtr;
+using llm_abi_test::RandomTokens;
+using llm_abi_test::SessionPtr;
 
 std::string Phi3Path() { return llm_abi_test::TestDataPath("arch/tiny-phi3.gguf"); }
-
-std::vector<llm_token> RandomTokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<llm_token> t(n);
-  for (auto &x : t) x = static_cast<llm_token>(3 + rng() % 509);
-  return t;
-}
 
 class LongRopeTest : public ::testing::Test {
  protected:
@@ -73,13 +64,6 @@ class LongRopeTest : public ::testing::Test {
   static std::vector<float> Prefill(llm_session *s, const std::vector<llm_token> &tokens) {
     EXPECT_EQ(llm_session_prefill(s, tokens.data(), tokens.size()), LLM_OK) << llm_last_error();
     return Logits(s);
-  }
-  static std::vector<float> Logits(const llm_session *s) {
-    const float *p = nullptr;
-    size_t n = 0;
-    EXPECT_EQ(llm_session_logits(s, &p, &n), LLM_OK) << llm_last_error();
-    if (p == nullptr) return {};
-    return std::vector<float>(p, p + n);
   }
   static double MaxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
     EXPECT_EQ(a.size(), b.size());
