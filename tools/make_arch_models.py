@@ -18,10 +18,10 @@ spread of a few units (clear top-1 margins exist). Per family:
                 original context 4096 of 131072 (the short factors apply)
   gemma2        embedding scale, GeGLU, post-norms, attention and final
                 soft-capping, key_length != n_embd / n_head, sliding window
-                32 on every other layer
+                64 on every other layer
   gemma3        per-head Q/K norms, 6 layers (5 local : 1 global), local
                 rope base 10000, global base 1e6 with linear scaling 8,
-                window 32, no final soft-cap
+                window 64, no final soft-cap
 
 Usage: python3 tools/make_arch_models.py OUT_DIR [--only NAME,...]
 """
@@ -141,12 +141,12 @@ def write_model(path, name):
         wr.add_rope_freq_base(10000.0)
         wr.add_attn_logit_softcapping(50.0)
         wr.add_final_logit_softcapping(30.0)
-        wr.add_sliding_window(32)
+        wr.add_sliding_window(64)
     elif arch == "gemma3":
         wr.add_rope_freq_base(1000000.0)
         wr.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         wr.add_rope_scaling_factor(8.0)
-        wr.add_sliding_window(32)
+        wr.add_sliding_window(64)
     add_tiny_vocab(wr, N_VOCAB)
     for tname, x in make_weights(name, arch, s, rng).items():
         if x.ndim == 1:

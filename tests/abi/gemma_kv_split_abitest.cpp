@@ -3,7 +3,7 @@
 // session's local table releases the blocks its window has left
 // (docs/SLIDING_WINDOW.md, "Mixed models"). Models: tests/data/arch/
 // tiny-gemma2.gguf (2 layers: local, global) and tiny-gemma3.gguf (6 layers:
-// 5 local, 1 global), both with window 32; and, generated here, a Gemma-3
+// 5 local, 1 global), both with window 64; and, generated here, a Gemma-3
 // shape (6 layers, 5 local with window 512, one KV head of 256) run to 8k
 // positions. Logit agreement with llama.cpp is the teacher-forced test's
 // (Arch/Gemma2, Arch/Gemma3); that the split changes no logit at all is
@@ -26,7 +26,7 @@
 
 namespace {
 
-constexpr int64_t kWindow = 32;  // both tiny Gemma models
+constexpr int64_t kWindow = 64;  // both tiny Gemma models
 
 using llm_abi_test::Logits;
 using llm_abi_test::MaxAbsDiff;
@@ -92,7 +92,7 @@ TEST_P(GemmaKvSplitTest, TwoPoolsAndTheLocalOneHoldsOnlyTheWindow) {
   ASSERT_EQ(llm_session_decode(s.get(), &tok), LLM_OK) << llm_last_error();
   const llm_kv_stats after = Stats();
   const uint64_t all_blocks = (301 + after.block_tokens - 1) / after.block_tokens;  // 19
-  const uint64_t window_blocks = kWindow / after.block_tokens + 2;                  // 4
+  const uint64_t window_blocks = kWindow / after.block_tokens + 2;                  // 6
   const uint64_t global_held = after.blocks_used - before.blocks_used;
   const uint64_t local_held = after.local_blocks_used - before.local_blocks_used;
   const uint64_t full_bytes = all_blocks * (after.block_bytes + after.local_block_bytes);
@@ -124,8 +124,8 @@ TEST_P(GemmaKvSplitTest, RewindIntoTheReleasedRegionFailsCleanlyAndWithinTheWind
   EXPECT_EQ(Logits(s.get()), logits) << "a refused rewind changed the session";
   EXPECT_EQ(Stats().blocks_used, held.blocks_used);
   EXPECT_EQ(Stats().local_blocks_used, held.local_blocks_used);
-  // The prefill kept [168, 200) in whole blocks of 16, from 160: rewinding
-  // to 190 needs [158, 190), whose block 9 is gone; to 195, [163, 195), held.
+  // The prefill kept [136, 200) in whole blocks of 16, from 128: rewinding
+  // to 190 needs [126, 190), whose block 7 is gone; to 195, [131, 195), held.
   EXPECT_EQ(llm_session_rewind(s.get(), 190), LLM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(Logits(s.get()), logits);
   ASSERT_EQ(llm_session_rewind(s.get(), 195), LLM_OK) << llm_last_error();

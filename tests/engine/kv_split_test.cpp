@@ -200,7 +200,7 @@ TEST_P(KvSplitTest, RecordingBackendSeesEveryLayer) {
   EXPECT_GE(seq.blocks[0], 0);
   int64_t windowed = 0;
   for (const testing::OpRecord& op : passes.back().ops) {
-    if (op.name == "Attention" && op.window == 32) ++windowed;
+    if (op.name == "Attention" && op.window == 64) ++windowed;
   }
   EXPECT_EQ(windowed, static_cast<int64_t>(model->kv_groups().groups[1].layers.size()));
 }
