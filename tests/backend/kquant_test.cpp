@@ -415,8 +415,8 @@ TEST(KQuantTest, TiledOrderForEightOrMoreRowsAtEveryLevel) {
             if (invariant && n_rows != 8) continue;
             const std::vector<float> x = RandomVector(rng, n_rows * n_in, 0.0f, 3.0f);
             std::vector<float> y(n_rows * n_out);
-            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows,
-                                    y.data(), n_out, n_rows == 41 ? &pool : nullptr, invariant)
+            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(),
+                                    n_out, n_rows == 41 ? &pool : nullptr, invariant)
                             .ok());
             const bool tiled = n_rows >= 8 && !invariant;
             // The vec_dot order's model is the x86 one (the scalar level

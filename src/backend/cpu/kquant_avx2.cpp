@@ -383,7 +383,7 @@ void KernelKT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, c
           KUnpacked u1;
           UnpackK<T>(blocks[i], &u1);
           AccumulateK<T, Tiled>(u1, a.kq + rb * a.n_in + 256 * i, a.kd[rb * a.n_kblocks + i],
-                         a.kbsum + (rb * a.n_kblocks + i) * 16, &one);
+                                a.kbsum + (rb * a.n_kblocks + i) * 16, &one);
         }
         y[rb * y_stride + o] = FinishK<T, Tiled>(one);
         continue;
@@ -399,7 +399,7 @@ void KernelKT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, c
         for (int64_t r = 0; r < nr; ++r) {
           const int64_t row = rb + r;
           AccumulateK<T, Tiled>(u, a.kq + row * a.n_in + 256 * i, a.kd[row * a.n_kblocks + i],
-                         a.kbsum + (row * a.n_kblocks + i) * 16, &st[r]);
+                                a.kbsum + (row * a.n_kblocks + i) * 16, &st[r]);
         }
       }
       for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = FinishK<T, Tiled>(st[r]);
@@ -431,8 +431,8 @@ void KernelKTiled(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_en
           alignas(32) float yd8[8];
           for (int g = 0; g < 8; ++g) {
             const int64_t row = rb + r + g;
-            TiledLanesK<T>(u, a.kq + row * a.n_in + 256 * i,
-                           a.kbsum + (row * a.n_kblocks + i) * 16, &s1[g], &s2[g]);
+            TiledLanesK<T>(u, a.kq + row * a.n_in + 256 * i, a.kbsum + (row * a.n_kblocks + i) * 16,
+                           &s1[g], &s2[g]);
             yd8[g] = a.kd[row * a.n_kblocks + i];
           }
           __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(HSum8x8(s1)), _mm256_set1_ps(u.d));

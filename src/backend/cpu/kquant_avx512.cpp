@@ -521,7 +521,7 @@ LLM_KQ5_INLINE void BatchStepTiled(const char* W, size_t row_bytes, int64_t o, c
   using Block = typename BlockOf<T>::type;
   constexpr int G = 8 / R;  // activation rows per group of 8 pairs
   const Block* blocks[R];
-  State st[R];  // only tacc of the tails' pairs is used
+  State st[R];                           // only tacc of the tails' pairs is used
   alignas(32) float acc[kRowBlock * R];  // [row][weight row]
   for (int j = 0; j < R; ++j) blocks[j] = reinterpret_cast<const Block*>(W + (o + j) * row_bytes);
   for (int64_t k = 0; k < nr * R; ++k) acc[k] = 0.0f;
