@@ -1,8 +1,8 @@
 // AVX-512 BW + VNNI kernels for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K
-// activations (IQ4_XS keeps the AVX2 kernel: its values reach 127, so a sum
-// of 4 products does not fit the int16 packing below):
-// the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2 vec_dot order,
-// kquant_kernels.h), bit for bit, with fewer and wider integer instructions.
+// activations: the same outputs as kquant_avx2.cpp (ggml-cpu's x86 AVX2
+// vec_dot order, kquant_kernels.h), bit for bit, with fewer and wider integer
+// instructions. (IQ4_XS keeps the AVX2 kernel: its values reach 127, so a sum
+// of 4 products does not fit the int16 packing below.)
 //
 // Why the bits cannot move: per 256-block and activation row, the AVX2 kernel
 // forms 8 int32 lanes (lane l = sum over the block's elements e with
@@ -28,10 +28,11 @@
 // walked together, so each activation block is loaded (and rearranged) once
 // for all of them and their independent chains overlap. Batches: kBatchStep
 // (4; Q6_K 2) weight blocks are unpacked once (6 zmm each) and used by up to
-// kRowBlock activation rows, each activation block loaded once for them. Compiled with the
-// *_avx512.cpp flags; called only at SimdLevel::kAvx512. GCC 12's AVX-512 headers build some
-// intrinsics (broadcast, extract, reduce) from a deliberately undefined value and then warn about
-// it.
+// kRowBlock activation rows, each activation block loaded once for them.
+// Compiled with the *_avx512.cpp flags; called only at SimdLevel::kAvx512.
+
+// GCC 12's AVX-512 headers build some intrinsics (broadcast, extract, reduce)
+// from a deliberately undefined value and then warn about it.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
@@ -99,13 +100,15 @@ struct BlockOf<DType::kQ6_K> {
 // int16 scale pairs.
 //   Q4_K / Q5_K: w[2m] = chunks 4m | 4m + 2 (low nibbles of qs[64m ..
 //     64m + 63]), w[2m + 1] = chunks 4m + 1 | 4m + 3 (their high nibbles).
+//   Q2_K / Q3_K: w[k] = chunks k | 4 + k (qs shifted right by 2k).
 //   Q6_K: w[2h] = chunks 4h | 4h + 1 (elements 128h .. 128h + 63),
 //     w[2h + 1] = chunks 4h + 2 | 4h + 3.
 // (chunk c = elements 32c .. 32c + 31.)
 struct Unpacked {
   __m512i w[4];
   __m512i sc[2];
-  __m256i extra;  // Q4_K/Q5_K: 8 int16 mins (low 128 bits); Q6_K: 16 int16 scales
+  __m256i extra;  // Q4_K/Q5_K: 8 int16 mins (low 128 bits); Q2_K: 16 int16 mins;
+                  // Q6_K: 16 int16 scales
   float d, dmin;
 };
 
@@ -217,23 +220,21 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
     u->d = F16(b.d);
     // Element 128h + 32k + l: bits 2k, 2k + 1 of qs[32h + l] (Q3_K: plus 4
     // where bit 4h + k of hmask[l] is set; the value is that minus 4, the 4
-    // is taken off through the activations, see LoadActs). Pair j = chunks
-    // 2j, 2j + 1 (h = j / 2, k = 2 (j % 2) and 2 (j % 2) + 1).
+    // is taken off through the activations, see LoadActs). So the 64 bytes
+    // of qs shifted right by 2k give w[k] = chunks k | 4 + k.
+    const __m512i bits = _mm512_loadu_si512(reinterpret_cast<const void*>(b.qs));
     __m512i hm = _mm512_setzero_si512();
     if constexpr (T == DType::kQ3_K) hm = Broadcast32(b.hmask);
     const __m512i m3 = _mm512_set1_epi8(3);
-    for (int j = 0; j < 4; ++j) {
-      const int k = 2 * (j % 2);
-      const __m512i bits = Broadcast32(b.qs + 32 * (j / 2));
-      __m512i w = _mm512_and_si512(
-          _mm512_mask_srli_epi16(_mm512_srli_epi16(bits, 2 * k), kHigh16, bits, 2 * k + 2), m3);
+    for (int k = 0; k < 4; ++k) {
+      __m512i w = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * k), m3);
       if constexpr (T == DType::kQ3_K) {
         const __m512i bit =
-            _mm512_mask_blend_epi8(kHigh8, _mm512_set1_epi8(static_cast<char>(1 << (2 * j))),
-                                   _mm512_set1_epi8(static_cast<char>(1 << (2 * j + 1))));
+            _mm512_mask_blend_epi8(kHigh8, _mm512_set1_epi8(static_cast<char>(1 << k)),
+                                   _mm512_set1_epi8(static_cast<char>(1 << (4 + k))));
         w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hm, bit), w, _mm512_set1_epi8(4));
       }
-      u->w[j] = w;
+      u->w[k] = w;
     }
     // The 16 scales of the 16-element sub-blocks as int16.
     __m256i s16;
@@ -261,12 +262,14 @@ LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
       const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
       s16 = _mm256_cvtepi8_epi16(sc8);
     }
-    // int32 lane i of w[2m] covers elements 128m + 4i .. + 3 (sub-block
-    // 8m + i / 4), of w[2m + 1] 128m + 64 + 4i (8m + 4 + i / 4).
+    // int32 lane i of w[2m] covers chunk 2m (i < 8) or 4 + 2m (i >= 8),
+    // elements 4 (i % 8) .. + 3 of it; of w[2m + 1] chunk 2m + 1 or 5 + 2m.
+    // Sub-block of chunk c, element e: 2c + e / 16.
     const __m512i s512 = _mm512_castsi256_si512(s16);
     for (int m = 0; m < 2; ++m) {
       const __m512i idx =
-          PairIndex([m](int i) { return 8 * m + i / 4; }, [m](int i) { return 8 * m + 4 + i / 4; });
+          PairIndex([m](int i) { return 2 * (i < 8 ? 2 * m : 4 + 2 * m) + (i % 8) / 4; },
+                    [m](int i) { return 2 * (i < 8 ? 2 * m + 1 : 5 + 2 * m) + (i % 8) / 4; });
       u->sc[m] = _mm512_permutexvar_epi16(idx, s512);
     }
   } else {  // Q6_K
@@ -318,9 +321,14 @@ LLM_KQ5_INLINE void LoadActs(const int8_t* q8, __m512i* a) {
       a[2 * m] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m)), ld(4 * m + 2), 1);
       a[2 * m + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(4 * m + 1)), ld(4 * m + 3), 1);
     }
-  } else {
-    for (int k = 0; k < 4; ++k)
+  } else if constexpr (T == DType::kQ6_K) {
+    for (int k = 0; k < 4; ++k) {
       a[k] = _mm512_loadu_si512(reinterpret_cast<const void*>(q8 + 64 * k));
+    }
+  } else {  // Q2_K, Q3_K: chunks k | 4 + k
+    for (int k = 0; k < 4; ++k) {
+      a[k] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(k)), ld(4 + k), 1);
+    }
     if constexpr (T == DType::kQ3_K) {
       const __m512i four = _mm512_set1_epi8(4);
       for (int k = 0; k < 4; ++k) {

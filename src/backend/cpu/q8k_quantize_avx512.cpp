@@ -7,6 +7,7 @@
 // nearest_int (the 1.5 * 2^23 trick) for |v| <= 2^22 (here |v| <= 127 up to
 // one rounding); the min with 127 and the int sums are exact. Called only at
 // SimdLevel::kAvx512 (compiled with the *_avx512.cpp flags).
+
 // GCC 12's AVX-512 headers build some intrinsics (broadcast, extract,
 // reduce) from a deliberately undefined value and then warn about it.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
