@@ -198,13 +198,25 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+def last_logits(llm):
+    """The logits of the last evaluated token. With logits_all off llama.cpp
+    computes the output matrix for that row only (as libllm does), with it
+    on for every row of the batch (for K-quant output matrices and batches of
+    8+ rows a different float order: docs/KQUANTS.md)."""
+    if llm._logits_all:
+        return np.array(llm.scores[llm.n_tokens - 1, :], dtype=np.float32, copy=True)
+    import llama_cpp
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    return np.array(np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)), dtype=np.float32, copy=True)
+
+
 def run_reference(llm, prompt_ids, n_cont):
     """Greedy continuation with the logits that predict each token."""
     llm.reset()
     llm.eval(prompt_ids)
     cont, vecs = [], []
     for j in range(n_cont):
-        logits = np.array(llm.scores[llm.n_tokens - 1, :], dtype=np.float32, copy=True)
+        logits = last_logits(llm)
         tok = int(np.argmax(logits))
         cont.append(tok)
         vecs.append(logits)
@@ -360,6 +372,10 @@ def main():
     ap.add_argument("--sliding-window", type=int, default=0,
                     help="the model's window (every layer): evaluate with run_reference_windowed "
                          "and also report how far full attention is from it")
+    ap.add_argument("--last-logits", action="store_true",
+                    help="run the reference without logits_all: its output matrix then "
+                         "multiplies only the last row of each eval, as libllm's (needed for "
+                         "bit-exact K-quant goldens; not with --sliding-window)")
     ap.add_argument("--from-full", metavar="OLD.teacher.bin.gz",
                     help="convert this version-1 golden (and the .json beside it) instead of "
                          "running the reference")
@@ -394,7 +410,9 @@ def main():
     llama_cpp.llama.llama_cpp.llama_model_default_params = model_params_without_extra_bufts
 
     kv_kwargs = {"type_k": 0, "type_v": 0} if args.kv_f32 else {}  # 0 = GGML_TYPE_F32
-    llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.n_ctx, logits_all=True,
+    if args.last_logits and args.sliding_window > 0:
+        sys.exit("--last-logits does not work with --sliding-window")
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.n_ctx, logits_all=not args.last_logits,
                           n_threads=2, seed=0, verbose=False, **kv_kwargs)
     n_vocab = llm.n_vocab()
 
@@ -458,9 +476,10 @@ def main():
         "model_file": os.path.basename(args.model),
         "model_sha256": sha256_file(args.model),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "reference_settings": {"n_ctx": args.n_ctx, "logits_all": True, "n_threads": 2, "seed": 0,
+        "reference_settings": {"n_ctx": args.n_ctx, "logits_all": not args.last_logits, "n_threads": 2, "seed": 0,
                                "kv_cache": "f32" if args.kv_f32 else "llama.cpp default (f16)",
-                               "use_extra_bufts": bool(getattr(llm.model_params, "use_extra_bufts", False)), "decoding": "greedy argmax"},
+                               "use_extra_bufts": bool(getattr(llm.model_params, "use_extra_bufts", False)), "decoding": "greedy argmax",
+                               "GGML_CPU_TILED_MM": os.environ.get("GGML_CPU_TILED_MM", "unset (tiled K-quant matmul on)")},
         "n_vocab": n_vocab,
         "n_cont": args.n_cont,
         "inv_scale": args.inv_scale,

@@ -15,6 +15,7 @@
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "gtest/gtest.h"
@@ -209,6 +210,39 @@ TEST(KQuantTest, Q8KQuantizerFollowsItsDefinition) {
   EXPECT_TRUE(std::isnan(d[0]));
 }
 
+// The model of llama.cpp's tiled K-quant matmul (ggml-cpu/tiled/, products of
+// 8+ activation rows) for one weight row: per block the exact integer sums
+// S1 (scale x value x q; Q6_K's values offset by 32 taken out through the
+// bsums) and S2 (mins x bsums), then t = float(S1) * d_w, t = fma(-dmin_w,
+// float(S2), t), acc = fma(t, d_x, acc).
+float ModelTiledDotK(DType t, const uint8_t* row, const int8_t* q, const float* kd,
+                     const int16_t* bsum, int64_t nkb) {
+  const size_t bb = GetDTypeTraits(static_cast<uint32_t>(t))->block_bytes;
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nkb; ++i) {
+    const Decoded w = DecodeK(t, row + i * bb);
+    const int8_t* qb = q + 256 * i;
+    const int16_t* bs = bsum + 16 * i;
+    int64_t s1 = 0, s2 = 0;
+    for (int e = 0; e < 256; ++e) s1 += int64_t{w.s[e]} * w.v[e] * qb[e];
+    if (t == DType::kQ6_K) {
+      for (int j = 0; j < 16; ++j) s1 -= 32 * int64_t{w.s[16 * j]} * bs[j];
+    }
+    if (t == DType::kQ2_K) {
+      for (int j = 0; j < 16; ++j) s2 += int64_t{w.mins[j]} * bs[j];
+    }
+    if (t == DType::kQ4_K || t == DType::kQ5_K) {
+      for (int j = 0; j < 16; ++j) s2 += int64_t{w.mins[j / 2]} * bs[j];
+    }
+    float r = static_cast<float>(s1) * w.d;
+    if (t == DType::kQ2_K || t == DType::kQ4_K || t == DType::kQ5_K) {
+      r = std::fma(-w.dmin, static_cast<float>(s2), r);
+    }
+    acc = std::fma(r, kd[i], acc);
+  }
+  return acc;
+}
+
 // AVX2 kernels (one row and batches) against the model above, bit for bit.
 TEST(KQuantTest, Avx2EqualsGgmlX86OrderBitForBit) {
   if (DetectSimdLevel() == SimdLevel::kScalar) GTEST_SKIP() << "no AVX2 on this CPU";
@@ -350,6 +384,62 @@ TEST(KQuantTest, Avx512EqualsAvx2BitForBit) {
           std::memcpy(&a, &y2[i], 4);
           std::memcpy(&c, &y5[i], 4);
           ASSERT_EQ(a, c) << "rows=" << n_rows << " i=" << i << " " << y2[i] << " vs " << y5[i];
+        }
+      }
+    }
+  }
+}
+
+// Products of 8+ rows at every level (scalar too) against the tiled model,
+// bit for bit: 8 rows (the threshold), 9, and 41 (a 32-row pass plus 9),
+// odd block counts, with and without a thread pool; 7 rows and a
+// batch-invariant product of 8 rows keep the vec_dot order (AVX2 model).
+TEST(KQuantTest, TiledOrderForEightOrMoreRowsAtEveryLevel) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(3);
+  for (SimdLevel level : testing_util::SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    for (DType t :
+         {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+      for (int64_t n_in : {256, 256 * 3}) {
+        SCOPED_TRACE(std::string(SimdLevelName(level)) + " " + Name(t) +
+                     " n_in=" + std::to_string(n_in));
+        const int64_t n_out = 37;
+        const size_t rb = *RowBytes(t, n_in);
+        const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+        for (int64_t n_rows : {7, 8, 9, 41}) {
+          for (bool invariant : {false, true}) {
+            if (invariant && n_rows != 8) continue;
+            const std::vector<float> x = RandomVector(rng, n_rows * n_in, 0.0f, 3.0f);
+            std::vector<float> y(n_rows * n_out);
+            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, y.data(),
+                                    n_out, n_rows == 41 ? &pool : nullptr, invariant)
+                            .ok());
+            const bool tiled = n_rows >= 8 && !invariant;
+            // The vec_dot order's model is the x86 one (the scalar level
+            // follows ggml's generic order there: not checked here).
+            if (!tiled && level == SimdLevel::kScalar) continue;
+            for (int64_t r = 0; r < n_rows; ++r) {
+              std::vector<int8_t> q(n_in);
+              std::vector<float> d(n_in / 256);
+              std::vector<int16_t> bs(n_in / 16);
+              qmm::QuantizeRowQ8K(x.data() + r * n_in, n_in, q.data(), d.data(), bs.data());
+              for (int64_t o = 0; o < n_out; ++o) {
+                const uint8_t* row = w.data() + o * rb;
+                const float want =
+                    tiled ? ModelTiledDotK(t, row, q.data(), d.data(), bs.data(), n_in / 256)
+                          : ModelDotK(t, row, q.data(), d.data(), bs.data(), n_in / 256);
+                uint32_t a, c;
+                std::memcpy(&a, &y[r * n_out + o], 4);
+                std::memcpy(&c, &want, 4);
+                ASSERT_EQ(a, c) << "rows=" << n_rows << " invariant=" << invariant << " r=" << r
+                                << " o=" << o << " " << y[r * n_out + o] << " vs " << want;
+              }
+            }
+          }
         }
       }
     }

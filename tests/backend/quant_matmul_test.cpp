@@ -147,9 +147,11 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       const bool k_type = GetDTypeTraits(static_cast<uint32_t>(t))->block_elems == 256;
       const int64_t n_in = k_type ? 768 : 576;
       // IQ4_NL alone in a one-row call follows llama.cpp's vec_dot order,
-      // which differs from its batch order (kquant_kernels.h): the batch-
-      // invariant mode keeps one order for every row count.
-      const bool bi = t == DType::kIQ4_NL;
+      // which differs from its batch order, and the K-quants / IQ4_XS take
+      // llama.cpp's tiled order in products of 8+ rows (kquant_kernels.h):
+      // the batch-invariant mode keeps one order for every row count (the
+      // tiled order's own thread and row-block invariance: kquant_test.cpp).
+      const bool bi = t == DType::kIQ4_NL || k_type;
       const int64_t n_out = 301;  // > one parallel task, odd
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);

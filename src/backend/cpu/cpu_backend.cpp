@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_kv_storage.h"
 #include "backend/cpu/dequantize.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/status.h"
 
@@ -600,10 +601,16 @@ absl::Status CpuBackend::Logits(ActivationId x_id, WeightId norm_id, float eps, 
                    logit_rows_.data() + n * d);
       ++n;
     }
-    for (int64_t first = 0; first < n; first += kGemvMaxRows) {
-      // Up to kGemvMaxRows rows at a time keeps the logits on the
-      // row-invariant kernel.
-      const int64_t rows = std::min<int64_t>(kGemvMaxRows, n - first);
+    // Up to kGemvMaxRows rows at a time keeps f32 / f16 / bf16 logits on the
+    // row-invariant kernel. Quantized output matrices take every row in one
+    // product, as llama.cpp's output matrix does: a K-quant's order depends
+    // on the product's row count (8+ rows: the tiled order,
+    // backend/cpu/kquant_kernels.h), so a chunk of fewer rows would differ.
+    const int64_t chunk = QuantMatMulQuantizesActivations(output->matrix.type)
+                              ? std::max<int64_t>(n, 1)
+                              : kGemvMaxRows;
+    for (int64_t first = 0; first < n; first += chunk) {
+      const int64_t rows = std::min<int64_t>(chunk, n - first);
       LLM_RETURN_IF_ERROR(llm::Linear(output->matrix, logit_rows_.data() + first * d, rows,
                                       logits + first * n_vocab, linear_));
     }

@@ -70,7 +70,32 @@ struct KState {
   __m256 acc;
   __m128 acc_m;  // Q4_K's mins lanes
   float summs;   // Q5_K's mins chain
+  float tacc;    // tiled order's accumulator (kquant_kernels.h)
 };
+
+// Sum of 8 int32 lanes (exact).
+inline int32_t HSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+inline int32_t HSumI32(__m128i s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The tiled order's float steps for one block (kquant_kernels.h): t =
+// float(s1) * d_w, minus dmin_w * float(s2) fused, then acc += t * yd fused.
+template <bool kHasMin>
+inline float TiledStep(int32_t s1, int32_t s2, float dw, float dmin, float yd, float acc) {
+  __m128 t = _mm_mul_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), s1), _mm_set_ss(dw));
+  if constexpr (kHasMin) {
+    t = _mm_fnmadd_ss(_mm_set_ss(dmin), _mm_cvtsi32_ss(_mm_setzero_ps(), s2), t);
+  }
+  return _mm_cvtss_f32(_mm_fmadd_ss(t, _mm_set_ss(yd), _mm_set_ss(acc)));
+}
 
 template <DType T>
 constexpr bool kSignedK = T == DType::kQ3_K || T == DType::kIQ4_XS;
@@ -223,17 +248,64 @@ LLM_KQ_INLINE void UnpackK(const typename KBlockOf<T>::type& b, KUnpacked* u) {
   }
 }
 
-// One activation row's contribution of one unpacked block (q8: the row's 256
-// Q8_K values, yd its scale, bsum its 16 block sums).
+// The 8 int32 lanes of scale * w * q of one block (before the types'
+// corrections).
 template <DType T>
-LLM_KQ_INLINE void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
-                               KState* st) {
+LLM_KQ_INLINE __m256i IntLanesK(const KUnpacked& u, const int8_t* q8) {
   __m256i sumi = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * c));
     if constexpr (kSignedK<T>) q = _mm256_sign_epi8(q, u.sgn[c]);
     sumi = _mm256_add_epi32(sumi, ChunkDot(u.w[c], q, u.sc[c]));
   }
+  return sumi;
+}
+
+template <DType T>
+constexpr bool kTiledHasMin = T == DType::kQ2_K || T == DType::kQ4_K || T == DType::kQ5_K;
+
+// The tiled order's whole-block integer sums as lanes (kquant_kernels.h):
+// s1's 8 lanes sum to S1, s2's to S2 (types with mins; else zero).
+template <DType T>
+LLM_KQ_INLINE void TiledLanesK(const KUnpacked& u, const int8_t* q8, const int16_t* bsum,
+                               __m256i* s1, __m256i* s2) {
+  __m256i sumi = IntLanesK<T>(u, q8);
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum));
+  *s2 = _mm256_setzero_si256();
+  if constexpr (T == DType::kQ2_K) {
+    *s2 = _mm256_madd_epi16(u.extra, bs);
+  } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    *s2 = _mm256_zextsi128_si256(_mm_madd_epi16(_mm256_castsi256_si128(u.extra), q8s));
+  } else if constexpr (T == DType::kQ6_K) {
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bs, u.extra), 5));
+  }
+  *s1 = sumi;
+}
+
+// 8 vectors of 8 int32 lanes -> their 8 lane sums (vector k's in lane k).
+inline __m256i HSum8x8(const __m256i* v) {
+  const __m256i a0 = _mm256_hadd_epi32(v[0], v[1]), a1 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i a2 = _mm256_hadd_epi32(v[4], v[5]), a3 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i b0 = _mm256_hadd_epi32(a0, a1), b1 = _mm256_hadd_epi32(a2, a3);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20),
+                          _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+// One activation row's contribution of one unpacked block (q8: the row's 256
+// Q8_K values, yd its scale, bsum its 16 block sums). Tiled: the whole
+// sums S1, S2 and the tiled order's steps for this one pair (the batch path
+// does 8 pairs at once, KernelKTiled).
+template <DType T, bool Tiled>
+LLM_KQ_INLINE void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, const int16_t* bsum,
+                               KState* st) {
+  if constexpr (Tiled) {
+    __m256i s1, s2;
+    TiledLanesK<T>(u, q8, bsum, &s1, &s2);
+    st->tacc = TiledStep<kTiledHasMin<T>>(HSumI32(s1), HSumI32(s2), u.d, u.dmin, yd, st->tacc);
+    return;
+  }
+  __m256i sumi = IntLanesK<T>(u, q8);
   if constexpr (T == DType::kQ2_K) {
     const float d = yd * u.d;
     const float dmin = -yd * u.dmin;
@@ -269,9 +341,11 @@ LLM_KQ_INLINE void AccumulateK(const KUnpacked& u, const int8_t* q8, float yd, c
   }
 }
 
-template <DType T>
+template <DType T, bool Tiled>
 inline float FinishK(const KState& st) {
-  if constexpr (T == DType::kQ4_K) {
+  if constexpr (Tiled) {
+    return st.tacc;
+  } else if constexpr (T == DType::kQ4_K) {
     __m128 m = _mm_add_ps(st.acc_m, _mm_movehl_ps(st.acc_m, st.acc_m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     return HSum8(st.acc) + _mm_cvtss_f32(m);
@@ -286,9 +360,9 @@ inline float FinishK(const KState& st) {
 // the weight blocks are unpacked once for all of them.
 constexpr int64_t kRowBlock = 32;
 
-template <DType T>
-void KernelK(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
-             float* y, size_t y_stride, float* /*scratch*/) {
+template <DType T, bool Tiled>
+void KernelKT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
+              float* y, size_t y_stride) {
   using Block = typename KBlockOf<T>::type;
   KState st[kRowBlock];
   KUnpacked u;
@@ -304,30 +378,92 @@ void KernelK(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, co
         one.acc = _mm256_setzero_ps();
         one.acc_m = _mm_setzero_ps();
         one.summs = 0.0f;
+        one.tacc = 0.0f;
         for (int64_t i = 0; i < a.n_kblocks; ++i) {
           KUnpacked u1;
           UnpackK<T>(blocks[i], &u1);
-          AccumulateK<T>(u1, a.kq + rb * a.n_in + 256 * i, a.kd[rb * a.n_kblocks + i],
-                         a.kbsum + (rb * a.n_kblocks + i) * 16, &one);
+          AccumulateK<T, Tiled>(u1, a.kq + rb * a.n_in + 256 * i, a.kd[rb * a.n_kblocks + i],
+                                a.kbsum + (rb * a.n_kblocks + i) * 16, &one);
         }
-        y[rb * y_stride + o] = FinishK<T>(one);
+        y[rb * y_stride + o] = FinishK<T, Tiled>(one);
         continue;
       }
       for (int64_t r = 0; r < nr; ++r) {
         st[r].acc = _mm256_setzero_ps();
         st[r].acc_m = _mm_setzero_ps();
         st[r].summs = 0.0f;
+        st[r].tacc = 0.0f;
       }
       for (int64_t i = 0; i < a.n_kblocks; ++i) {
         UnpackK<T>(blocks[i], &u);
         for (int64_t r = 0; r < nr; ++r) {
           const int64_t row = rb + r;
-          AccumulateK<T>(u, a.kq + row * a.n_in + 256 * i, a.kd[row * a.n_kblocks + i],
-                         a.kbsum + (row * a.n_kblocks + i) * 16, &st[r]);
+          AccumulateK<T, Tiled>(u, a.kq + row * a.n_in + 256 * i, a.kd[row * a.n_kblocks + i],
+                                a.kbsum + (row * a.n_kblocks + i) * 16, &st[r]);
         }
       }
-      for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = FinishK<T>(st[r]);
+      for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = FinishK<T, Tiled>(st[r]);
     }
+  }
+}
+
+// The tiled order for batches (8+ rows): each weight block unpacked once,
+// the integer lanes of 8 activation rows summed together (HSum8x8) and the
+// float steps done for the 8 at once, lane k's steps being TiledStep's; rows
+// past the last full group take the one-pair path.
+template <DType T>
+void KernelKTiled(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+                  const qmm::Acts& a, float* y, size_t y_stride) {
+  using Block = typename KBlockOf<T>::type;
+  alignas(32) float acc[kRowBlock];
+  KUnpacked u;
+  for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
+    const int64_t nr = a.n_rows - rb < kRowBlock ? a.n_rows - rb : kRowBlock;
+    for (int64_t o = o_begin; o < o_end; ++o) {
+      const Block* blocks =
+          reinterpret_cast<const Block*>(static_cast<const char*>(W) + o * row_bytes);
+      for (int64_t r = 0; r < nr; ++r) acc[r] = 0.0f;
+      for (int64_t i = 0; i < a.n_kblocks; ++i) {
+        UnpackK<T>(blocks[i], &u);
+        int64_t r = 0;
+        for (; r + 8 <= nr; r += 8) {
+          __m256i s1[8], s2[8];
+          alignas(32) float yd8[8];
+          for (int g = 0; g < 8; ++g) {
+            const int64_t row = rb + r + g;
+            TiledLanesK<T>(u, a.kq + row * a.n_in + 256 * i, a.kbsum + (row * a.n_kblocks + i) * 16,
+                           &s1[g], &s2[g]);
+            yd8[g] = a.kd[row * a.n_kblocks + i];
+          }
+          __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(HSum8x8(s1)), _mm256_set1_ps(u.d));
+          if constexpr (kTiledHasMin<T>) {
+            t = _mm256_fnmadd_ps(_mm256_set1_ps(u.dmin), _mm256_cvtepi32_ps(HSum8x8(s2)), t);
+          }
+          _mm256_store_ps(acc + r,
+                          _mm256_fmadd_ps(t, _mm256_load_ps(yd8), _mm256_load_ps(acc + r)));
+        }
+        for (; r < nr; ++r) {
+          const int64_t row = rb + r;
+          KState st;
+          st.tacc = acc[r];
+          AccumulateK<T, true>(u, a.kq + row * a.n_in + 256 * i, a.kd[row * a.n_kblocks + i],
+                               a.kbsum + (row * a.n_kblocks + i) * 16, &st);
+          acc[r] = st.tacc;
+        }
+      }
+      for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o] = acc[r];
+    }
+  }
+}
+
+// vec_dot order, or the tiled order for products of 8+ rows (kquant_kernels.h).
+template <DType T>
+void KernelK(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
+             float* y, size_t y_stride, float* /*scratch*/) {
+  if (qmm::KQuantTiled(a)) {
+    KernelKTiled<T>(W, row_bytes, o_begin, o_end, a, y, y_stride);
+  } else {
+    KernelKT<T, false>(W, row_bytes, o_begin, o_end, a, y, y_stride);
   }
 }
 

@@ -117,7 +117,40 @@ struct State {
   __m256 acc;
   __m128 acc_m;  // Q4_K's mins lanes
   float summs;   // Q5_K's mins chain
+  float tacc;    // tiled order's accumulator (kquant_kernels.h)
 };
+
+// Sum of 8 / 4 int32 lanes (exact).
+LLM_KQ5_INLINE int32_t HSumI32(__m128i s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+LLM_KQ5_INLINE int32_t HSumI32(__m256i v) {
+  return HSumI32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+template <DType T>
+constexpr bool kTiledHasMin = T == DType::kQ2_K || T == DType::kQ4_K || T == DType::kQ5_K;
+
+// 8 vectors of 8 int32 lanes -> their 8 lane sums (vector k's in lane k).
+LLM_KQ5_INLINE __m256i HSum8x8(const __m256i* v) {
+  const __m256i a0 = _mm256_hadd_epi32(v[0], v[1]), a1 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i a2 = _mm256_hadd_epi32(v[4], v[5]), a3 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i b0 = _mm256_hadd_epi32(a0, a1), b1 = _mm256_hadd_epi32(a2, a3);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20),
+                          _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+// The tiled order's float steps for one block, as the AVX2 kernel's TiledStep.
+template <bool kHasMin>
+LLM_KQ5_INLINE float TiledStep(int32_t s1, int32_t s2, float dw, float dmin, float yd, float acc) {
+  __m128 t = _mm_mul_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), s1), _mm_set_ss(dw));
+  if constexpr (kHasMin) {
+    t = _mm_fnmadd_ss(_mm_set_ss(dmin), _mm_cvtsi32_ss(_mm_setzero_ps(), s2), t);
+  }
+  return _mm_cvtss_f32(_mm_fmadd_ss(t, _mm_set_ss(yd), _mm_set_ss(acc)));
+}
 
 // Index vector for vpermw: int16 word j of the result = word idx(j) of the
 // source, with idx(j) = lo(j / 2) for even j and hi(j / 2) for odd j (int32
@@ -314,8 +347,7 @@ LLM_KQ5_INLINE void LoadActs(const int8_t* q8, __m512i* a) {
 // int32 lane (one byte shuffle) and vpdpwssd multiplies both by their scales
 // and adds them.
 template <DType T>
-LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, const int16_t* bsum,
-                               State* st) {
+LLM_KQ5_INLINE __m256i IntLanes(const Unpacked& u, const __m512i* a) {
   // Bytes 2, 3 of every dword <- bytes 0, 1 of the same dword of the other
   // (vpshufb indexes within each 128-bit lane).
   const __m512i to_high = _mm512_set4_epi32(0x0D0CFFFF, 0x0908FFFF, 0x0504FFFF, 0x0100FFFF);
@@ -329,7 +361,38 @@ LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, co
     const __m512i packed = _mm512_mask_shuffle_epi8(p0, kHighWords, p1, to_high);
     s = _mm512_dpwssd_epi32(s, packed, u.sc[m]);
   }
-  __m256i sumi = Fold(s);
+  return Fold(s);
+}
+
+// The tiled order's whole-block integer sums as lanes (kquant_kernels.h):
+// s1's 8 lanes sum to S1, s2's to S2 (types with mins; else zero).
+template <DType T>
+LLM_KQ5_INLINE void TiledLanes(const Unpacked& u, const __m512i* a, const int16_t* bsum,
+                               __m256i* s1, __m256i* s2) {
+  __m256i sumi = IntLanes<T>(u, a);
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum));
+  *s2 = _mm256_setzero_si256();
+  if constexpr (T == DType::kQ2_K) {
+    *s2 = _mm256_madd_epi16(u.extra, bs);
+  } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    *s2 = _mm256_zextsi128_si256(_mm_madd_epi16(_mm256_castsi256_si128(u.extra), q8s));
+  } else if constexpr (T == DType::kQ6_K) {
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bs, u.extra), 5));
+  }
+  *s1 = sumi;
+}
+
+template <DType T, bool Tiled = false>
+LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, const int16_t* bsum,
+                               State* st) {
+  if constexpr (Tiled) {  // one (row, weight row) pair at a time (tails)
+    __m256i s1, s2;
+    TiledLanes<T>(u, a, bsum, &s1, &s2);
+    st->tacc = TiledStep<kTiledHasMin<T>>(HSumI32(s1), HSumI32(s2), u.d, u.dmin, yd, st->tacc);
+    return;
+  }
+  __m256i sumi = IntLanes<T>(u, a);
   if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     const float d = yd * u.d;
     const float dmin = -yd * u.dmin;
@@ -363,9 +426,11 @@ LLM_KQ5_INLINE void Accumulate(const Unpacked& u, const __m512i* a, float yd, co
   }
 }
 
-template <DType T>
+template <DType T, bool Tiled = false>
 LLM_KQ5_INLINE float Finish(const State& st) {
-  if constexpr (T == DType::kQ4_K) {
+  if constexpr (Tiled) {
+    return st.tacc;
+  } else if constexpr (T == DType::kQ4_K) {
     __m128 m = _mm_add_ps(st.acc_m, _mm_movehl_ps(st.acc_m, st.acc_m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     return HSum8(st.acc) + _mm_cvtss_f32(m);
@@ -380,6 +445,7 @@ LLM_KQ5_INLINE void Reset(State* st) {
   st->acc = _mm256_setzero_ps();
   st->acc_m = _mm_setzero_ps();
   st->summs = 0.0f;
+  st->tacc = 0.0f;
 }
 
 // Weight rows walked together for one activation row (measured on a
@@ -425,7 +491,7 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
 // Batches: R weight rows o .. o + R - 1 against activation rows rb ..
 // rb + nr - 1. Each weight block is unpacked once for all nr rows, and each
 // activation block is loaded once for the R weight rows.
-template <DType T, int R>
+template <DType T, int R, bool Tiled>
 LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
                               int64_t rb, int64_t nr, float* y, size_t y_stride) {
   using Block = typename BlockOf<T>::type;
@@ -444,11 +510,100 @@ LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const 
       LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
       const float yd = a.kd[row * a.n_kblocks + i];
       const int16_t* bsum = a.kbsum + (row * a.n_kblocks + i) * 16;
-      for (int j = 0; j < R; ++j) Accumulate<T>(u[j], act, yd, bsum, &st[j][r]);
+      for (int j = 0; j < R; ++j) Accumulate<T, Tiled>(u[j], act, yd, bsum, &st[j][r]);
     }
   }
   for (int j = 0; j < R; ++j) {
-    for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o + j] = Finish<T>(st[j][r]);
+    for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o + j] = Finish<T, Tiled>(st[j][r]);
+  }
+}
+
+// Batches in the tiled order: as BatchStep, with the integer lanes of 8
+// (activation row, weight row) pairs summed together (HSum8x8) and the three
+// float steps done for the 8 at once; lane k's steps are the scalar ones
+// (TiledStep), so a row's bits do not depend on its group. Rows past the last
+// full group of 8 / R take the one-pair path.
+template <DType T, int R>
+LLM_KQ5_INLINE void BatchStepTiled(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
+                                   int64_t rb, int64_t nr, float* y, size_t y_stride) {
+  using Block = typename BlockOf<T>::type;
+  constexpr int G = 8 / R;  // activation rows per group of 8 pairs
+  const Block* blocks[R];
+  State st[R];                           // only tacc of the tails' pairs is used
+  alignas(32) float acc[kRowBlock * R];  // [row][weight row]
+  for (int j = 0; j < R; ++j) blocks[j] = reinterpret_cast<const Block*>(W + (o + j) * row_bytes);
+  for (int64_t k = 0; k < nr * R; ++k) acc[k] = 0.0f;
+  Unpacked u[R];
+  for (int64_t i = 0; i < a.n_kblocks; ++i) {
+    for (int j = 0; j < R; ++j) Unpack<T>(blocks[j][i], &u[j]);
+    alignas(32) float dw8[8], dmin8[8];
+    for (int k = 0; k < 8; ++k) {
+      dw8[k] = u[k % R].d;
+      dmin8[k] = u[k % R].dmin;
+    }
+    int64_t r = 0;
+    for (; r + G <= nr; r += G) {
+      __m256i s1[8], s2[8];
+      alignas(32) float yd8[8];
+      for (int g = 0; g < G; ++g) {
+        const int64_t row = rb + r + g;
+        __m512i act[kActRegs];
+        LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
+        const float yd = a.kd[row * a.n_kblocks + i];
+        const int16_t* bsum = a.kbsum + (row * a.n_kblocks + i) * 16;
+        for (int j = 0; j < R; ++j) {
+          TiledLanes<T>(u[j], act, bsum, &s1[g * R + j], &s2[g * R + j]);
+          yd8[g * R + j] = yd;
+        }
+      }
+      __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(HSum8x8(s1)), _mm256_load_ps(dw8));
+      if constexpr (kTiledHasMin<T>) {
+        t = _mm256_fnmadd_ps(_mm256_load_ps(dmin8), _mm256_cvtepi32_ps(HSum8x8(s2)), t);
+      }
+      float* accp = acc + r * R;
+      _mm256_store_ps(accp, _mm256_fmadd_ps(t, _mm256_load_ps(yd8), _mm256_load_ps(accp)));
+    }
+    for (; r < nr; ++r) {
+      const int64_t row = rb + r;
+      __m512i act[kActRegs];
+      LoadActs<T>(a.kq + row * a.n_in + 256 * i, act);
+      const float yd = a.kd[row * a.n_kblocks + i];
+      const int16_t* bsum = a.kbsum + (row * a.n_kblocks + i) * 16;
+      for (int j = 0; j < R; ++j) {
+        st[j].tacc = acc[r * R + j];
+        Accumulate<T, true>(u[j], act, yd, bsum, &st[j]);
+        acc[r * R + j] = st[j].tacc;
+      }
+    }
+  }
+  for (int j = 0; j < R; ++j) {
+    for (int64_t r = 0; r < nr; ++r) y[(rb + r) * y_stride + o + j] = acc[r * R + j];
+  }
+}
+
+// Weight rows per tiled batch step: 4 for every type, Q6_K included (2 or 1
+// were 5-25 % slower for Q6_K here, 16 rows, tools/time_kquant_kernels.py).
+template <DType T>
+constexpr int kTiledStep = 4;
+
+// Batches, in the vec_dot or the tiled order (kquant_kernels.h).
+template <DType T, bool Tiled>
+void Batches(const char* w, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
+             float* y, size_t y_stride) {
+  for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
+    const int64_t nr = a.n_rows - rb < kRowBlock ? a.n_rows - rb : kRowBlock;
+    int64_t o = o_begin;
+    if constexpr (Tiled) {
+      for (; o + kTiledStep<T> <= o_end; o += kTiledStep<T>) {
+        BatchStepTiled<T, kTiledStep<T>>(w, row_bytes, o, a, rb, nr, y, y_stride);
+      }
+      for (; o < o_end; ++o) BatchStepTiled<T, 1>(w, row_bytes, o, a, rb, nr, y, y_stride);
+    } else {
+      for (; o + kBatchStep<T> <= o_end; o += kBatchStep<T>) {
+        BatchStep<T, kBatchStep<T>, false>(w, row_bytes, o, a, rb, nr, y, y_stride);
+      }
+      for (; o < o_end; ++o) BatchStep<T, 1, false>(w, row_bytes, o, a, rb, nr, y, y_stride);
+    }
   }
 }
 
@@ -464,13 +619,10 @@ void KernelK512(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
     for (; o < o_end; ++o) OneRowStep<T, 1>(w, row_bytes, o, a, 0, y);
     return;
   }
-  for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
-    const int64_t nr = a.n_rows - rb < kRowBlock ? a.n_rows - rb : kRowBlock;
-    int64_t o = o_begin;
-    for (; o + kBatchStep<T> <= o_end; o += kBatchStep<T>) {
-      BatchStep<T, kBatchStep<T>>(w, row_bytes, o, a, rb, nr, y, y_stride);
-    }
-    for (; o < o_end; ++o) BatchStep<T, 1>(w, row_bytes, o, a, rb, nr, y, y_stride);
+  if (qmm::KQuantTiled(a)) {
+    Batches<T, true>(w, row_bytes, o_begin, o_end, a, y, y_stride);
+  } else {
+    Batches<T, false>(w, row_bytes, o_begin, o_end, a, y, y_stride);
   }
 }
 

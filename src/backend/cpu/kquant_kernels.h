@@ -18,11 +18,29 @@
 //     own (faster) way. Outputs equal llama.cpp's on x86 bit for bit.
 //   * Scalar level: ggml's portable *_generic order (no FMA), identical on
 //     every CPU.
-// IQ4_NL is the one type whose llama.cpp arithmetic depends on the row count:
+// Tiled order (products of kTiledMinRows or more activation rows, unless
+// Acts::batch_invariant): llama.cpp 0.3.36 multiplies the K-quants and
+// IQ4_XS with its tiled matmul (ggml-cpu/tiled/) whenever the activation has
+// 8 rows or more, every row of the call, whatever the thread split (threads
+// split output rows only; K is always walked in ascending super-blocks). Its
+// float sequence per output y[r][o], the same at every libllm level:
+//   acc = 0
+//   per 256-block i, ascending:
+//     S1 = sum over sub-blocks s of scale_s * sum(w_e * q_e)   (int32, exact;
+//          w the signed weight values, Q2_K/Q4_K/Q5_K's unsigned codes)
+//     S2 = sum over sub-blocks of min_s * bsum_s   (Q2_K, Q4_K, Q5_K; exact)
+//     t  = float(S1) * d_w                         (rounded product)
+//     t  = fma(-dmin_w, float(S2), t)              (types with mins)
+//     acc = fma(t, d_x, acc)                       (d_x: the row's Q8_K scale)
+// (the AVX-512 VNNI build of ggml that llama-cpp-python compiles natively;
+// its compiler contracts the epilogue's multiply-add, which the disassembly
+// shows as vfmadd213ps; the AVX2 build writes the same fma explicitly.)
+// IQ4_NL is the one 32-block type whose llama.cpp arithmetic depends on the row count:
 // one row runs ggml_vec_dot_iq4_nl_q8_0 (two accumulators, even and odd
 // blocks), two or more rows llamafile's tinyBLAS (one accumulator), and
 // QuantMatMul follows it unless asked for batch invariance (then always the
-// one-accumulator order).
+// one-accumulator order). Likewise batch_invariant keeps the K-quants on the
+// vec_dot order above for every row count.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +50,11 @@
 
 namespace llm {
 namespace qmm {
+
+// Whether a K-quant / IQ4_XS product runs llama.cpp's tiled order (above):
+// 8 or more activation rows, unless the caller asked for batch invariance.
+constexpr int64_t kTiledMinRows = 8;
+inline bool KQuantTiled(const Acts& a) { return a.n_rows >= kTiledMinRows && !a.batch_invariant; }
 
 // Quantizes one row of n (a multiple of 256) activations to Q8_K exactly as
 // ggml's quantize_row_q8_K_ref: per 256-block, max = the element of largest

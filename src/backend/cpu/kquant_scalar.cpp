@@ -164,6 +164,84 @@ float DotK(const void* W, size_t row_bytes, int64_t o, const Acts& a, int64_t r)
   return sumf;
 }
 
+// llama.cpp's tiled order (kquant_kernels.h): per block the whole integer
+// sums S1 (scales x dots) and S2 (mins x bsums), then three rounded steps.
+// std::fma is exact here too (a libm call without FMA hardware).
+template <DType T>
+float DotKTiled(const void* W, size_t row_bytes, int64_t o, const Acts& a, int64_t r) {
+  const int8_t* q8 = a.kq + r * a.n_in;
+  const float* kd = a.kd + r * a.n_kblocks;
+  const int16_t* bsum = a.kbsum + r * a.n_kblocks * 16;
+  float acc = 0.0f;
+  int w[256];
+  // Sum of w[e] * q[e] over n elements from e0.
+  auto dot = [&w](const int8_t* q, int e0, int n) {
+    int32_t s = 0;
+    for (int e = e0; e < e0 + n; ++e) s += w[e] * q[e];
+    return s;
+  };
+  for (int64_t i = 0; i < a.n_kblocks; ++i) {
+    const int8_t* q = q8 + 256 * i;
+    const int16_t* bs = bsum + 16 * i;
+    int32_t s1 = 0, s2 = 0;
+    float dw = 0.0f, dmin = 0.0f;
+    if constexpr (T == DType::kQ2_K) {
+      const BlockQ2_K& b = RowBlocks<BlockQ2_K>(W, row_bytes, o)[i];
+      ValuesQ2K(b, w);
+      for (int j = 0; j < 16; ++j) {
+        s1 += (b.scales[j] & 0xF) * dot(q, 16 * j, 16);
+        s2 += (b.scales[j] >> 4) * bs[j];
+      }
+      dw = F16ToF32(b.d);
+      dmin = F16ToF32(b.dmin);
+    } else if constexpr (T == DType::kQ3_K) {
+      const BlockQ3_K& b = RowBlocks<BlockQ3_K>(W, row_bytes, o)[i];
+      ValuesQ3K(b, w);
+      int sc[16];
+      ScalesQ3K(b.scales, sc);
+      for (int j = 0; j < 16; ++j) s1 += sc[j] * dot(q, 16 * j, 16);
+      dw = F16ToF32(b.d);
+    } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+      using Block = std::conditional_t<T == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+      const Block& b = RowBlocks<Block>(W, row_bytes, o)[i];
+      if constexpr (T == DType::kQ4_K) {
+        ValuesQ4K(b, w);
+      } else {
+        ValuesQ5K(b, w);
+      }
+      int sc[8], m[8];
+      ScalesMinsK4(b.scales, sc, m);
+      for (int j = 0; j < 8; ++j) s1 += sc[j] * dot(q, 32 * j, 32);
+      for (int j = 0; j < 16; ++j) s2 += m[j / 2] * bs[j];
+      dw = F16ToF32(b.d);
+      dmin = F16ToF32(b.dmin);
+    } else if constexpr (T == DType::kQ6_K) {
+      const BlockQ6_K& b = RowBlocks<BlockQ6_K>(W, row_bytes, o)[i];
+      ValuesQ6K(b, w);
+      for (int j = 0; j < 16; ++j) s1 += b.scales[j] * dot(q, 16 * j, 16);
+      dw = F16ToF32(b.d);
+    } else {  // IQ4_XS
+      const BlockIQ4_XS& b = RowBlocks<BlockIQ4_XS>(W, row_bytes, o)[i];
+      for (int s = 0; s < 8; ++s) {
+        for (int j = 0; j < 16; ++j) {
+          w[32 * s + j] = kIq4NlValues[b.qs[16 * s + j] & 0xF];
+          w[32 * s + 16 + j] = kIq4NlValues[b.qs[16 * s + j] >> 4];
+        }
+        const int ls =
+            ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
+        s1 += (ls - 32) * dot(q, 32 * s, 32);
+      }
+      dw = F16ToF32(b.d);
+    }
+    float t = static_cast<float>(s1) * dw;
+    if constexpr (T == DType::kQ2_K || T == DType::kQ4_K || T == DType::kQ5_K) {
+      t = std::fma(-dmin, static_cast<float>(s2), t);
+    }
+    acc = std::fma(t, kd[i], acc);
+  }
+  return acc;
+}
+
 // Q5_0 / Q5_1 / IQ4_NL against the 32-block activations (q, ds).
 template <DType T>
 float Dot32(const void* W, size_t row_bytes, int64_t o, const Acts& a, int64_t r) {
@@ -211,6 +289,8 @@ void ScalarKernelT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_e
     for (int64_t r = 0; r < a.n_rows; ++r) {
       if constexpr (T == DType::kQ5_0 || T == DType::kQ5_1 || T == DType::kIQ4_NL) {
         y[r * y_stride + o] = Dot32<T>(W, row_bytes, o, a, r);
+      } else if (KQuantTiled(a)) {
+        y[r * y_stride + o] = DotKTiled<T>(W, row_bytes, o, a, r);
       } else {
         y[r * y_stride + o] = DotK<T>(W, row_bytes, o, a, r);
       }

@@ -4,8 +4,10 @@
 //    any type for up to kGemvMaxRows rows (decode): quantized dot products on
 //    the GGUF blocks (backend/cpu/quant_matmul.h). Per-row arithmetic is
 //    independent of the row count, so a session's output does not depend on
-//    who else is in the batch, nor on how its prompt was chunked (IQ4_NL
-//    excepted, as in llama.cpp, unless LinearContext::batch_invariant).
+//    who else is in the batch, nor on how its prompt was chunked -- except
+//    where llama.cpp's own order depends on the row count (IQ4_NL: 1 vs 2+
+//    rows; the K-quants and IQ4_XS: fewer than 8 vs 8+ rows, its tiled
+//    matmul), which libllm follows unless LinearContext::batch_invariant.
 //  - F32 / F16 / BF16, more rows (prefill chunks): the weight is converted into
 //    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h) -- unless
 //    LinearContext::batch_invariant asks for QuantMatMul at every row count.
