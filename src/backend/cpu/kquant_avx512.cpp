@@ -462,6 +462,12 @@ constexpr int kBatchStep = T == DType::kQ6_K ? 2 : 4;
 // Activation rows per pass over a weight row in batches (states stay in L1).
 constexpr int64_t kRowBlock = 32;
 
+// Weight blocks ahead that the one-row (decode) kernel prefetches: decode
+// streams every weight from memory once, R rows (R streams) at a time, and
+// the hardware prefetcher alone left ~10 % of the bandwidth unused (1B
+// Q4_K_M decode, 1 thread: 8.9 -> 10.0 tokens/s).
+constexpr int64_t kPrefetchBlocks = 4;
+
 // R weight rows o .. o + R - 1 against activation row `row`.
 template <DType T, int R>
 LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
@@ -479,6 +485,12 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
   for (int64_t i = 0; i < a.n_kblocks; ++i) {
     __m512i act[kActRegs];
     LoadActs<T>(q8 + 256 * i, act);
+    if (i + kPrefetchBlocks < a.n_kblocks) {
+      for (int r = 0; r < R; ++r) {
+        const char* p = reinterpret_cast<const char*>(&blocks[r][i + kPrefetchBlocks]);
+        for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+      }
+    }
     for (int r = 0; r < R; ++r) {
       Unpacked u;
       Unpack<T>(blocks[r][i], &u);
