@@ -50,7 +50,7 @@
 // LLM_TEACHER_GOLDEN=<name> replaces the golden of every case (e.g. the
 // F32-KV golden for the F16-KV run: the wrong reference).
 //
-// Exact cases (Q2_K, Q3_K, Q5_K, Q5_0, Q5_1, IQ4_NL, IQ4_XS): libllm
+// Exact cases (Q4_K, Q6_K, Q2_K, Q3_K, Q5_K, Q5_0, Q5_1, IQ4_NL, IQ4_XS): libllm
 // reproduces llama.cpp's arithmetic for these types
 // (backend/cpu/kquant_kernels.h) and the reference ran with the same KV type
 // (F32), so on an AVX-512 VNNI CPU (the reference machine's class) every
@@ -837,8 +837,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Tiny_BF16", "tiny-llama-BF16", "BF16", LLM_KV_F32},
                       Case{"Tiny_Q8_0", "tiny-llama-Q8_0", "Q8_0", LLM_KV_F32},
                       Case{"Tiny_Q4_0", "tiny-llama-Q4_0", "Q4_0", LLM_KV_F32},
-                      Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32},
-                      Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32},
+                      Case{"Tiny_Q4_K", "tiny-llama-Q4_K", "Q4_K", LLM_KV_F32, kAllCtx},
+                      Case{"Tiny_Q6_K", "tiny-llama-Q6_K", "Q6_K", LLM_KV_F32, kAllCtx},
                       Case{"Tiny_Q2_K", "tiny-llama-Q2_K", "Q2_K", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_Q3_K", "tiny-llama-Q3_K", "Q3_K", LLM_KV_F32, kAllCtx, true},
                       Case{"Tiny_Q5_K", "tiny-llama-Q5_K", "Q5_K", LLM_KV_F32, kAllCtx, true},
