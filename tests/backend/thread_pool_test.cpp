@@ -2,6 +2,8 @@
 // and concurrent calls work, destruction joins the workers.
 #include "backend/cpu/thread_pool.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -104,6 +106,29 @@ TEST(ThreadPoolTest, DestructorJoinsWorkers) {
     }
     EXPECT_EQ(done->load(), 4);
   }
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+TEST(ThreadPoolTest, IdleWorkersSleep) {
+  // After a section the workers spin for about a millisecond, then sleep: a
+  // pool with no work uses no CPU (issue 15: a loaded model with no work
+  // must stay under 1 % of a core). CPU time, not wall time, so a busy
+  // machine cannot make this fail; an always-spinning pool (e.g.
+  // LLM_CPU_POOL_SPIN=1000000000) would use ~3 x 0.3 s here.
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  pool.ParallelFor(64, [&](int64_t b, int64_t e) { sum += e - b; });
+  ASSERT_EQ(sum.load(), 64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double used = ProcessCpuSeconds() - before;
+  EXPECT_LT(used, 0.03) << "idle workers used " << used << " s of CPU in 0.3 s";
 }
 
 TEST(ThreadPoolTest, PhysicalCoreCountIsSane) {

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,27 +27,62 @@ namespace {
 // Pool whose chunk the current thread is running (nested calls run inline).
 thread_local const ThreadPool* tls_current_pool = nullptr;
 
-// Brief spin before sleeping: decode issues many short ParallelFors back to
-// back, separated by a few to tens of microseconds of serial work (norms,
-// activation quantization), and a futex wake costs more than that on a VM.
-// Bounded because the machine may be shared: a pause is ~40-140 cycles, so
-// this is at most ~100 microseconds of spinning after the last call of a pass
-// (measured: 256 iterations lost ~1.5 ms of a 16-session SmolLM2 pass).
-constexpr int kSpinIterations = 2048;
+// Spinning before sleeping, bounded in time (a pause takes ~15 ns on the
+// Sapphire Rapids VM of BENCHMARKS.md and several times that on other CPUs,
+// so a count of pauses is no bound).
+//
+// Workers waiting for the next section: decode issues hundreds of short
+// ParallelFors per token, separated by microseconds of serial work (norms,
+// activation quantization, sampling), and waking a sleeping thread through a
+// futex costs tens of microseconds on a VM, once for the worker and often
+// again for the caller that then waits for the late worker. A 2048-pause
+// bound (~30 us here) let the workers fall asleep 3-30 times per SmolLM2
+// token and cost 4-20 % of decode speed against an always-spinning pool.
+// One millisecond covers every gap inside a pass and between tokens of a
+// streamed generation, and an idle model still sleeps after at most 1 ms.
+constexpr int64_t kWorkerSpinMicros = 1000;
+// The caller waiting for workers that are running its section: they finish
+// within the section's time, so spinning is not idling; the bound only stops
+// a caller from burning a core while a worker is descheduled or stalled on a
+// page fault of cold mapped weights.
+constexpr int64_t kCallerSpinMicros = 2000;
 
-// The spin bound in use: kSpinIterations, or LLM_CPU_POOL_SPIN (pause
-// iterations, >= 0), read once. Only for measuring what the bound costs or
-// saves (docs/CPU_KERNELS.md: an always-spinning pool for comparison).
-long SpinIterations() {
-  static const long n = [] {
+// LLM_CPU_POOL_SPIN=<microseconds> (>= 0), read once, replaces both bounds.
+// Only for measuring what the bounds cost or save (docs/CPU_KERNELS.md: a
+// huge value gives an always-spinning pool for comparison). -1: unset.
+int64_t SpinOverrideMicros() {
+  static const int64_t n = [] {
     const char* v = std::getenv("LLM_CPU_POOL_SPIN");
-    if (v == nullptr || *v == '\0') return static_cast<long>(kSpinIterations);
+    if (v == nullptr || *v == '\0') return int64_t{-1};
     char* end = nullptr;
-    const long parsed = std::strtol(v, &end, 10);
-    return end != nullptr && *end == '\0' && parsed >= 0 ? parsed
-                                                          : static_cast<long>(kSpinIterations);
+    const long long parsed = std::strtoll(v, &end, 10);
+    return end != nullptr && *end == '\0' && parsed >= 0 ? static_cast<int64_t>(parsed)
+                                                          : int64_t{-1};
   }();
   return n;
+}
+
+int64_t SpinMicros(int64_t default_micros) {
+  const int64_t override_micros = SpinOverrideMicros();
+  return override_micros >= 0 ? override_micros : default_micros;
+}
+
+// Spins (pause) until done() or max_micros have passed; returns done(). The
+// clock is read once per 16 pauses (a few hundred nanoseconds).
+template <typename Done>
+bool SpinUntil(const Done& done, int64_t max_micros) {
+  if (done()) return true;
+  if (max_micros <= 0) return false;
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::microseconds(std::min<int64_t>(max_micros, int64_t{1} << 40));
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+      LLM_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
 }
 
 }  // namespace
@@ -74,6 +110,8 @@ void ThreadPool::StopAndJoin() noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    // Ends the spin of workers waiting for a new section (they then see stop_).
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
   for (std::thread& t : workers_) {
@@ -103,10 +141,8 @@ void ThreadPool::WorkerLoop() {
   tls_current_pool = this;
   uint64_t seen = 0;
   for (;;) {
-    const long spin = SpinIterations();
-    for (long i = 0; i < spin && generation_.load(std::memory_order_acquire) == seen; ++i) {
-      LLM_CPU_RELAX();
-    }
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; },
+              SpinMicros(kWorkerSpinMicros));
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock,
@@ -147,10 +183,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   RunChunks();
   tls_current_pool = saved;
 
-  const long spin = SpinIterations();
-  for (long i = 0; i < spin && pending_.load(std::memory_order_acquire) != 0; ++i) {
-    LLM_CPU_RELAX();
-  }
+  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; },
+            SpinMicros(kCallerSpinMicros));
   {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
