@@ -40,6 +40,12 @@ def main():
     proc.stdin.flush()
     proc.stdout.readline()  # the answer (ends with a newline)
     time.sleep(1.0)  # let the pool's short spin end and stats print
+    if proc.poll() is not None:
+        # e.g. a model without a chat template: nothing was measured.
+        sys.stderr.write(proc.stderr.read())
+        print("llm chat exited with status %d before the idle period" % proc.returncode,
+              file=sys.stderr)
+        return 1
     hz = os.sysconf("SC_CLK_TCK")
     t0, c0 = time.monotonic(), cpu_ticks(proc.pid)
     time.sleep(args.seconds)

@@ -402,12 +402,18 @@ int Chat(Options& o) {
   std::vector<std::pair<std::string, std::string>> turns;
   std::fprintf(stderr, "chat: one message per line; an empty line or end of input quits\n");
   std::string line;
+  int exit_status = 0;
   while (true) {
     std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty()) break;
     turns.emplace_back("user", line);
     std::string text;
-    if (!FormatChat(model, o, turns, &text)) break;
+    // No template (or a broken one) fails every later turn alike: stop with
+    // a failure status rather than end the chat as if the user had quit.
+    if (!FormatChat(model, o, turns, &text)) {
+      exit_status = 1;
+      break;
+    }
     // 0.1 re-runs the whole conversation each turn (prefix reuse comes with
     // the paged KV cache).
     llm_session_reset(session);
@@ -426,7 +432,7 @@ int Chat(Options& o) {
   }
   llm_session_free(session);
   llm_model_free(model);
-  return 0;
+  return exit_status;
 }
 
 // ---- bench --sessions: concurrent sessions (issue 3) ----------------------
