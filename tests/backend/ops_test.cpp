@@ -1,6 +1,7 @@
 // RmsNorm, RopeInPlace, SwiGlu, Softmax vs the float64 references on fresh
 // random inputs (seed printed on failure); tolerance 1e-5 relative. RopeApply
-// and F32ToF16Row bit for bit against the scalar code at every SIMD level.
+// and F32ToF16Row / F16ToF32Row / BF16ToF32Row bit for bit against the
+// scalar code at every SIMD level.
 #include "backend/cpu/ops.h"
 
 #include <cmath>
@@ -160,6 +161,41 @@ TEST(OpsTest, F32ToF16RowMatchesScalarConversion) {
     F32ToF16Row(x.data(), static_cast<int64_t>(x.size()), got.data());
     for (size_t i = 0; i + 1 < x.size(); ++i) ASSERT_EQ(got[i], F32ToF16(x[i])) << "x=" << x[i];
     EXPECT_TRUE(std::isnan(F16ToF32(got.back())));
+  }
+}
+
+// F16ToF32Row / BF16ToF32Row (F16 / BF16 weights dequantized for prefill)
+// give F16ToF32's / BF16ToF32's values at every level for all 65536 bit
+// patterns, starting at an odd offset so that a 16-wide body and a 15-element
+// tail both run; a NaN stays a NaN (the hardware may quiet a signalling one).
+TEST(OpsTest, HalfToF32RowsMatchScalarConversion) {
+  SimdLevelGuard guard;
+  std::vector<uint16_t> h(65536 + 1 + 15);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>((i + 65535) & 0xFFFF);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(bf16 ? "bf16" : "f16");
+      std::vector<float> got(h.size() - 1, -1.0f);
+      const int64_t n = static_cast<int64_t>(got.size());
+      if (bf16) {
+        BF16ToF32Row(h.data() + 1, n, got.data());
+      } else {
+        F16ToF32Row(h.data() + 1, n, got.data());
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = bf16 ? BF16ToF32(h[i + 1]) : F16ToF32(h[i + 1]);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i])) << "bits=" << h[i + 1];
+        } else {
+          uint32_t a, b;
+          std::memcpy(&a, &got[i], 4);
+          std::memcpy(&b, &want, 4);
+          ASSERT_EQ(a, b) << "bits=" << h[i + 1];
+        }
+      }
+    }
   }
 }
 

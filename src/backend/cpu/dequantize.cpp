@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/ops.h"
 #include "backend/cpu/quant_blocks.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -248,6 +249,12 @@ absl::Status DequantizeRow(DType type, const void* src, size_t n_elements, float
       std::memcpy(dst, s, n_elements * sizeof(float));
       return absl::OkStatus();
     case DType::kF16:
+      // Vectorized when the halves are aligned (tensor data always is;
+      // prefill converts whole F16 matrices per pass, linear.cpp).
+      if (reinterpret_cast<uintptr_t>(s) % alignof(uint16_t) == 0) {
+        F16ToF32Row(reinterpret_cast<const uint16_t*>(s), static_cast<int64_t>(n_elements), dst);
+        return absl::OkStatus();
+      }
       for (size_t j = 0; j < n_elements; ++j) {
         uint16_t h;
         std::memcpy(&h, s + 2 * j, 2);
@@ -255,6 +262,10 @@ absl::Status DequantizeRow(DType type, const void* src, size_t n_elements, float
       }
       return absl::OkStatus();
     case DType::kBF16:
+      if (reinterpret_cast<uintptr_t>(s) % alignof(uint16_t) == 0) {
+        BF16ToF32Row(reinterpret_cast<const uint16_t*>(s), static_cast<int64_t>(n_elements), dst);
+        return absl::OkStatus();
+      }
       for (size_t j = 0; j < n_elements; ++j) {
         uint16_t h;
         std::memcpy(&h, s + 2 * j, 2);

@@ -121,6 +121,18 @@ void F32ToF16Row(const float* x, int64_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = F32ToF16(x[i]);
 }
 
+void F16ToF32Row(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F16ToF32RowAvx512(h, n, out);
+  for (; i < n; ++i) out[i] = F16ToF32(h[i]);
+}
+
+void BF16ToF32Row(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::BF16ToF32RowAvx512(h, n, out);
+  for (; i < n; ++i) out[i] = BF16ToF32(h[i]);
+}
+
 // On AVX-512 machines the bulk goes through ggml's vectorized silu (its own
 // expf polynomial) so the results are llama.cpp's bit for bit; the tail and
 // other machines use ggml's scalar formula x / (1 + expf(-x)) * up.

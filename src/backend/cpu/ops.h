@@ -49,6 +49,11 @@ void RopeApply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, c
 // becomes a quiet NaN of the same sign).
 void F32ToF16Row(const float* x, int64_t n, uint16_t* out);
 
+// out[i] = f32(h[i]) for f16 / bf16 bit patterns (exact conversions; the
+// results of core/half.h's F16ToF32 / BF16ToF32). Vectorized on AVX-512.
+void F16ToF32Row(const uint16_t* h, int64_t n, float* out);
+void BF16ToF32Row(const uint16_t* h, int64_t n, float* out);
+
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), in f32 with
 // ggml-cpu's exp (its ggml_v_expf polynomial on AVX-512, expf elsewhere), so
 // the results match llama.cpp's bit for bit. out may alias gate or up.

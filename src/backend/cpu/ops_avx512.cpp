@@ -86,6 +86,25 @@ int64_t F32ToF16RowAvx512(const float* x, int64_t n, uint16_t* out) {
   return i;
 }
 
+int64_t F16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+  }
+  return i;
+}
+
+int64_t BF16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(wide, 16));
+  }
+  return i;
+}
+
 }  // namespace ops_kernels
 }  // namespace llm
 

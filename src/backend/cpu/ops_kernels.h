@@ -22,5 +22,10 @@ int64_t RopeApplyAvx512(float* x, int64_t n_heads, int64_t head_dim, int64_t hal
 // returns that count.
 int64_t F32ToF16RowAvx512(const float* x, int64_t n, uint16_t* out);
 
+// F16ToF32Row / BF16ToF32Row for the first n - n % 16 elements (vcvtph2ps
+// and a 16-bit shift: both exact); return that count.
+int64_t F16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
+int64_t BF16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
+
 }  // namespace ops_kernels
 }  // namespace llm
