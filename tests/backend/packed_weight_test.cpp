@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <string>
@@ -39,7 +40,7 @@ using testing_util::SimdLevelGuard;
 
 std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
 
-constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0};
 
 TEST(PackedWeightTest, SizesEqualTheGgufRows) {
   for (DType t : kTypes) {
@@ -48,6 +49,7 @@ TEST(PackedWeightTest, SizesEqualTheGgufRows) {
     EXPECT_EQ(rows16::PackedBytes(t, 33, 32 * 7), 3 * 16 * rb) << Name(t);  // 3 groups
   }
   EXPECT_FALSE(rows16::Supports(DType::kQ4_K));
+  EXPECT_FALSE(rows16::Supports(DType::kQ5_1));
   EXPECT_FALSE(rows16::Supports(DType::kF16));
 }
 
@@ -56,7 +58,7 @@ TEST(PackedWeightTest, SizesEqualTheGgufRows) {
 // qs[b][k][lane], scales at sc[b][s][lane]; rows past n_out repeat the last.
 std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t n_out,
                                    int64_t n_in) {
-  const size_t block = t == DType::kQ4_0 ? 18 : t == DType::kQ4_1 ? 20 : 34;
+  const size_t block = t == DType::kQ4_0 ? 18 : t == DType::kQ4_1 ? 20 : t == DType::kQ5_0 ? 22 : 34;
   const size_t qs_off = t == DType::kQ4_1 ? 4 : 2;
   const int words = rows16::Words(t), scales = rows16::Scales(t);
   const uint8_t flip = t == DType::kQ8_0 ? 0x80 : 0;
@@ -71,6 +73,20 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
         for (int k = 0; k < words; ++k) {
           for (int j = 0; j < 4; ++j) {
             out[g * group + ((b * words + k) * 16 + l) * 4 + j] = blk[qs_off + 4 * k + j] ^ flip;
+          }
+        }
+        if (t == DType::kQ5_0) {
+          // Word 0: byte j, bit k = element 4k + j's fifth bit, bit 4 + k =
+          // element 16 + 4k + j's (qh bit e = element e's).
+          uint32_t qh;
+          std::memcpy(&qh, blk + 2, 4);
+          for (int j = 0; j < 4; ++j) {
+            uint8_t byte = 0;
+            for (int k = 0; k < 4; ++k) {
+              byte |= static_cast<uint8_t>(((qh >> (4 * k + j)) & 1u) << k);
+              byte |= static_cast<uint8_t>(((qh >> (16 + 4 * k + j)) & 1u) << (4 + k));
+            }
+            out[g * group + ((b * words) * 16 + l) * 4 + j] = byte;
           }
         }
         for (int sidx = 0; sidx < scales; ++sidx) {
@@ -196,11 +212,12 @@ TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
   std::mt19937 rng(FreshSeed());
   ThreadPool pool(2);
   const int64_t n_in = 32 * 9;
+  constexpr size_t kN = std::size(kTypes);
   for (int64_t n_rows : {int64_t{1}, int64_t{4}}) {
     std::vector<std::vector<uint8_t>> ws;
     std::vector<rows16::PackedBuffer> packed;
-    std::vector<int64_t> n_outs = {77, 48, 19};
-    for (size_t i = 0; i < 3; ++i) {
+    std::vector<int64_t> n_outs = {77, 48, 19, 33};
+    for (size_t i = 0; i < kN; ++i) {
       const DType t = kTypes[i];
       const size_t rb = *RowBytes(t, n_in);
       ws.push_back(RandomWeights(rng, t, n_outs[i], n_in, rb));
@@ -208,9 +225,9 @@ TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
     }
     const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
     auto run = [&](bool use_packed, ThreadPool* p) {
-      std::vector<std::vector<float>> ys(3);
-      QuantMatMulOutput outs[3];
-      for (size_t i = 0; i < 3; ++i) {
+      std::vector<std::vector<float>> ys(kN);
+      QuantMatMulOutput outs[kN];
+      for (size_t i = 0; i < kN; ++i) {
         ys[i].assign(static_cast<size_t>(n_rows * n_outs[i]), NAN);
         outs[i].wtype = kTypes[i];
         outs[i].W = ws[i].data();
@@ -221,13 +238,13 @@ TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
         outs[i].y = ys[i].data();
         outs[i].y_stride = static_cast<size_t>(n_outs[i]);
       }
-      EXPECT_TRUE(QuantMatMulShared(outs, 3, n_in, x.data(), n_in, n_rows, p).ok());
+      EXPECT_TRUE(QuantMatMulShared(outs, kN, n_in, x.data(), n_in, n_rows, p).ok());
       return ys;
     };
     const auto want = run(false, nullptr);
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       const auto got = run(true, p);
-      for (size_t i = 0; i < 3; ++i) {
+      for (size_t i = 0; i < kN; ++i) {
         ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
             << Name(kTypes[i]) << " n_rows " << n_rows;
       }
@@ -240,7 +257,7 @@ TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
     SetSimdLevelForTesting(SimdLevel::kAvx2);
     const auto avx2 = run(true, nullptr);
     SetSimdLevelForTesting(std::nullopt);
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < kN; ++i) {
       ASSERT_EQ(std::memcmp(want[i].data(), avx2[i].data(), want[i].size() * sizeof(float)), 0);
     }
   }

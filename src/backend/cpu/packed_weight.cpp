@@ -33,8 +33,31 @@ TypeInfo Info(DType t) {
       return {sizeof(BlockQ4_1), 4, 4, 2, 0};
     case DType::kQ8_0:
       return {sizeof(BlockQ8_0), 2, 8, 1, 0x80};
+    case DType::kQ5_0:  // word 0: qh (then SpreadQ5HighBits), words 1..4: qs
+      return {sizeof(BlockQ5_0), 2, 5, 1, 0};
     default:
       return {0, 0, 0, 0, 0};
+  }
+}
+
+// Q5_0's word 0 of every block and lane: qh (bit e = element e's fifth bit)
+// rearranged so that byte j holds, at bit k, the bit of element 4k + j and,
+// at bit 4 + k, that of element 16 + 4k + j (packed_weight.h).
+void SpreadQ5HighBits(uint8_t* group_qs, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* word0 = group_qs + static_cast<size_t>(b) * 5 * kRows * 4;
+    for (int l = 0; l < kRows; ++l) {
+      uint32_t qh;
+      std::memcpy(&qh, word0 + 4 * l, 4);
+      uint32_t spread = 0;
+      for (int j = 0; j < 4; ++j) {
+        for (int k = 0; k < 4; ++k) {
+          spread |= ((qh >> (4 * k + j)) & 1u) << (8 * j + k);
+          spread |= ((qh >> (16 + 4 * k + j)) & 1u) << (8 * j + 4 + k);
+        }
+      }
+      std::memcpy(word0 + 4 * l, &spread, 4);
+    }
   }
 }
 
@@ -76,11 +99,10 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
         const int64_t row = g * kRows + l < n_out ? g * kRows + l : n_out - 1;
         rows[l] = W + row * row_bytes;
       }
-      if (avx512 && PackGroupAvx512(rows, nb, ti.block_bytes, ti.qs_offset, ti.words, ti.scales,
-                                    ti.flip, qs, sc)) {
-        continue;
-      }
-      for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* const group_qs = qs;
+      const bool packed = avx512 && PackGroupAvx512(rows, nb, ti.block_bytes, ti.qs_offset,
+                                                    ti.words, ti.scales, ti.flip, qs, sc);
+      for (int64_t b = 0; !packed && b < nb; ++b) {
         const size_t blk = static_cast<size_t>(b) * ti.block_bytes;
         for (int k = 0; k < ti.words; ++k) {
           uint32_t words[kRows];
@@ -99,6 +121,7 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
           sc += sizeof halves;
         }
       }
+      if (t == DType::kQ5_0) SpreadQ5HighBits(group_qs, nb);
     }
   };
   if (pool != nullptr) {

@@ -1,5 +1,5 @@
 // Weights repacked at load for the AVX-512 QuantMatMul kernels ("rows16"):
-// Q4_0, Q4_1 and Q8_0 matrices with 16 weight rows interleaved per 32-bit
+// Q4_0, Q4_1, Q5_0 and Q8_0 matrices with 16 weight rows interleaved per 32-bit
 // lane, the layout the kernels' vpdpbusd wants, so that no call rearranges
 // the GGUF blocks (the batch kernel used to, per call; the one-row kernel read
 // one row at a time). Same bytes per row as the GGUF blocks: the copy is as
@@ -11,8 +11,13 @@
 //   qs [nb][kWords][16] u32   word k of lane l: bytes 4k .. 4k + 3 of row
 //                             16G + l's block quants (Q4: byte j = element j
 //                             in the low nibble, j + 16 in the high one;
-//                             Q8_0: the int8 quants XOR 0x80, i.e. w + 128)
-//                             kWords = 4 (Q4_0, Q4_1) or 8 (Q8_0)
+//                             Q8_0: the int8 quants XOR 0x80, i.e. w + 128;
+//                             Q5_0: word 0 holds the fifth bits, byte j
+//                             of it element 4k + j's at bit k and element
+//                             16 + 4k + j's at bit 4 + k (k = 0..3), so
+//                             that word k + 1's nibbles find theirs with
+//                             one shift; words 1..4 as Q4's words 0..3)
+//                             kWords = 4 (Q4_0, Q4_1), 5 (Q5_0) or 8 (Q8_0)
 //   sc [nb][kScales][16] u16  the blocks' f16 d (and, for Q4_1, then m)
 // So a group is 16 * row_bytes bytes, and its quants and scales are each read
 // front to back, one block at a time.
@@ -32,9 +37,9 @@ namespace rows16 {
 
 constexpr int kRows = 16;
 
-// Whether t has a rows16 layout (Q4_0, Q4_1, Q8_0).
+// Whether t has a rows16 layout (Q4_0, Q4_1, Q5_0, Q8_0).
 bool Supports(DType t);
-// 32-bit quant words per block and lane (4 or 8), f16 scales per block and
+// 32-bit quant words per block and lane (4, 5 or 8), f16 scales per block and
 // lane (1 or 2).
 int Words(DType t);
 int Scales(DType t);

@@ -69,12 +69,17 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
 }
 
 void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
-  const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+  const int32_t offset = t == DType::kQ4_0   ? 8
+                         : t == DType::kQ5_0 ? 16
+                         : t == DType::kQ8_0 ? 128
+                                             : 0;
   if (offset == 0) {
     acts->bias = nullptr;
     return;
   }
-  std::vector<int32_t>& bias = offset == 8 ? buffers->bias8 : buffers->bias128;
+  std::vector<int32_t>& bias = offset == 8    ? buffers->bias8
+                               : offset == 16 ? buffers->bias16
+                                              : buffers->bias128;
   if (bias.empty()) {
     const int64_t n = acts->n_rows * acts->n_in / 4;
     bias.resize(static_cast<size_t>(n));

@@ -33,9 +33,9 @@ struct Acts {
   // The AVX-512 batch kernel's integer-sum starts for Q4_0 and Q8_0 (null
   // for the other kernels, see SetBias):
   //   bias [n_rows][n_in / 4]  i32: -offset * (q[4i] + ... + q[4i + 3]),
-  //        offset = 8 (Q4_0) or 128 (Q8_0), so that the kernel can take
-  //        unsigned weights (nibble, w + 128) and still get sum(w * q) per
-  //        4 elements exactly.
+  //        offset = 8 (Q4_0), 16 (Q5_0) or 128 (Q8_0), so that the kernel
+  //        can take unsigned weights (nibble, 5-bit value, w + 128) and
+  //        still get sum(w * q) per 4 elements exactly.
   const int32_t* bias = nullptr;
   // Q8_K activations, for the K-quants and IQ4_XS (kquant_kernels.h), per
   // row and 256-block, exactly as ggml's quantize_row_q8_K (null when no
@@ -54,7 +54,7 @@ struct Acts {
 
 // Owns the arrays behind Acts::bias, one per offset in use.
 struct BiasBuffers {
-  std::vector<int32_t> bias8, bias128;
+  std::vector<int32_t> bias8, bias16, bias128;
 };
 
 // Points acts->bias at weight type t's bias (built into buffers on first

@@ -4,7 +4,8 @@
 //
 // Same arithmetic as QuantWideKernel (quant_matmul_avx512.cpp), which itself
 // equals the AVX2 kernel -- ggml-cpu's x86 vec_dot_q4_0_q8_0 / q4_1_q8_1 /
-// q8_0_q8_0 order -- bit for bit: per weight row o and activation row a, 8
+// q8_0_q8_0 / q5_0_q8_0 order -- bit for bit (Q5_0 has no wide kernel; its
+// AVX2 kernel is Kernel32 in kquant_avx2.cpp): per weight row o and activation row a, 8
 // f32 lane accumulators L_g (g = 0..7: elements 4g .. 4g + 3 of every
 // 32-block), each
 //   L_g = fma(f32(dw[b]) * f32(da[b]), f32(sum of the 4 products), L_g)
@@ -13,7 +14,7 @@
 // fma(mw[b], sa[b], .) added last. Lane l of each 512-bit register belongs
 // to weight row o + l. What changes is only where the weights come from: the
 // packed words are loaded as they are (Q8_0) or split into their two nibbles
-// (Q4), and the f16 scales are converted in the loop, so no call rearranges
+// (Q4; Q5_0 adds the fifth bits), and the f16 scales are converted in the loop, so no call rearranges
 // anything and one activation row reads each weight byte exactly once.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive).
@@ -58,6 +59,23 @@ inline void LoadWords(const uint8_t* qs, int64_t b, __m512i w[kLaneGroups]) {
   if constexpr (T == DType::kQ8_0) {
     const uint8_t* p = qs + b * 8 * 64;
     for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + 64 * k);
+  } else if constexpr (T == DType::kQ5_0) {
+    // Word 0: the fifth bits, byte j of lane l holding element 4k + j's at
+    // bit k and element 16 + 4k + j's at bit 4 + k; each goes to bit 4 of
+    // its element's byte (the values 0..31; the bias subtracts 16).
+    const uint8_t* p = qs + b * 5 * 64;
+    const __m512i h = _mm512_loadu_si512(p);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_loadu_si512(p + 64 * (k + 1));
+      const __m512i h_low = _mm512_and_si512(_mm512_slli_epi32(h, 4 - k), bit4);
+      const __m512i h_high = _mm512_and_si512(_mm512_srli_epi32(h, k), bit4);
+      // (v & 0x0F) | h_low, and ((v >> 4) & 0x0F) | h_high: ternary logic
+      // A & B | C with A = v (or v >> 4), B = 0x0F, C = the fifth bits.
+      w[k] = _mm512_ternarylogic_epi32(v, low4, h_low, 0xEA);
+      w[4 + k] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, h_high, 0xEA);
+    }
   } else {
     const uint8_t* p = qs + b * 4 * 64;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -138,7 +156,7 @@ template <DType T>
 void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o_end,
                   const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
   const int64_t nb = a.n_blocks;
-  constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;   // rows16::Words(T)
+  constexpr int kWords = T == DType::kQ8_0 ? 8 : T == DType::kQ5_0 ? 5 : 4;  // rows16::Words(T)
   constexpr int kScales = T == DType::kQ4_1 ? 2 : 1;  // rows16::Scales(T)
   const size_t qs_bytes = static_cast<size_t>(nb) * kGroupRows * 4 * kWords;
   // rows16::GroupBytes(T, nb)
@@ -175,6 +193,8 @@ Kernel Avx512PackedKernel(DType t) {
       return &PackedKernel<DType::kQ4_0>;
     case DType::kQ4_1:
       return &PackedKernel<DType::kQ4_1>;
+    case DType::kQ5_0:
+      return &PackedKernel<DType::kQ5_0>;
     default:
       return nullptr;
   }
