@@ -2,6 +2,8 @@
 // -mf16c; called only when ActiveSimdLevel() >= kAvx2).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
@@ -408,30 +409,11 @@ void PlainRows16(const char* const* rows, const char* const* next, const float* 
 template <DType T>
 void PlainKernel16(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                    const qmm::Acts& a, float* y, size_t y_stride, float* /*scratch*/) {
-  constexpr int kRows = 4;
-  const char* base = static_cast<const char*>(W);
-  int64_t o = o_begin;
-  for (; o + kRows <= o_end; o += kRows) {
-    const char* rows[kRows];
-    const char* next[kRows];
-    const bool prefetch = o + 2 * kRows <= o_end;
-    for (int r = 0; r < kRows; ++r) {
-      rows[r] = base + (o + r) * row_bytes;
-      next[r] = base + (o + kRows + r) * row_bytes;
-    }
-    for (int64_t ar = 0; ar < a.n_rows; ++ar) {
-      float out[kRows];
-      PlainRows16<T, kRows>(rows, prefetch && ar == 0 ? next : nullptr, a.x + ar * a.x_stride,
-                            a.n_in, out);
-      for (int r = 0; r < kRows; ++r) y[ar * y_stride + o + r] = out[r];
-    }
-  }
-  for (; o < o_end; ++o) {
-    const char* row = base + o * row_bytes;
-    for (int64_t ar = 0; ar < a.n_rows; ++ar) {
-      PlainRows16<T, 1>(&row, nullptr, a.x + ar * a.x_stride, a.n_in, y + ar * y_stride + o);
-    }
-  }
+  WalkPlainRows(W, row_bytes, o_begin, o_end, a, y, y_stride,
+                [](auto rows_c, const char* const* rows, const char* const* next, const float* x,
+                   int64_t n, float* out) {
+                  PlainRows16<T, decltype(rows_c)::value>(rows, next, x, n, out);
+                });
 }
 
 }  // namespace
