@@ -349,10 +349,10 @@ void QuantWideKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o
 }
 
 // F32 / F16 / BF16 weights (decode, and batches up to kGemvMaxRows rows):
-// the AVX2 PlainKernel reads one weight row at a time with 8-lane vectors,
-// which left one-row decode of a 1B F16 model at ~50 % of the read
-// bandwidth. Here four weight rows stream side by side (more loads in
-// flight), 16 lanes per vector, and the next four rows are prefetched.
+// the AVX2 PlainKernel's row walk (four weight rows side by side, the next
+// four prefetched) with 16 lanes per vector; one row at a time with 8
+// lanes had left one-row decode of a 1B F16 model at ~50 % of the read
+// bandwidth.
 // Each output's arithmetic is fixed whatever the grouping, row count or
 // thread split: two 16-lane accumulators over 32-element steps, one
 // 16-element step into the first, their sum reduced by

@@ -5,17 +5,18 @@
 // Same arithmetic as QuantWideKernel (quant_matmul_avx512.cpp), which itself
 // equals the AVX2 kernel -- ggml-cpu's x86 vec_dot_q4_0_q8_0 / q4_1_q8_1 /
 // q8_0_q8_0 / q5_0_q8_0 order -- bit for bit (Q5_0 has no wide kernel; its
-// AVX2 kernel is Kernel32 in kquant_avx2.cpp): per weight row o and activation row a, 8
-// f32 lane accumulators L_g (g = 0..7: elements 4g .. 4g + 3 of every
-// 32-block), each
+// AVX2 kernel is Kernel32 in kquant_avx2.cpp): per weight row o and
+// activation row a, 8 f32 lane accumulators L_g (g = 0..7: elements
+// 4g .. 4g + 3 of every 32-block), each
 //   L_g = fma(f32(dw[b]) * f32(da[b]), f32(sum of the 4 products), L_g)
 // over the blocks b in order, then hsum_float_8's adds ((L0 + L4) + (L2 +
 // L6)) + ((L1 + L5) + (L3 + L7)), and for Q4_1 the separate min-term chain
 // fma(mw[b], sa[b], .) added last. Lane l of each 512-bit register belongs
 // to weight row o + l. What changes is only where the weights come from: the
 // packed words are loaded as they are (Q8_0) or split into their two nibbles
-// (Q4; Q5_0 adds the fifth bits), and the f16 scales are converted in the loop, so no call rearranges
-// anything and one activation row reads each weight byte exactly once.
+// (Q4; Q5_0 adds the fifth bits), and the f16 scales are converted in the
+// loop, so no call rearranges anything and one activation row reads each
+// weight byte exactly once.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive).
 #pragma GCC diagnostic push
@@ -51,6 +52,10 @@ struct PackedGroup {
 // threads: Q4_0 decode 29 -> 37 tokens/s, Q8_0 18 -> 23; 2 KB and 8 KB
 // gave less or the same). Batches reuse each chunk from L1 and need none.
 constexpr int64_t kPrefetchBytes = 4096;
+
+// 32-bit quant words per block and lane (rows16::Words).
+template <DType T>
+constexpr int kWordsOf = T == DType::kQ8_0 ? 8 : T == DType::kQ5_0 ? 5 : 4;
 
 struct Chunk {
   int64_t b0 = 0, b1 = 0;
@@ -107,13 +112,13 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
       acc[r][k] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + k * 16);
     }
   }
-  constexpr int kWordsPerBlock = T == DType::kQ8_0 ? 8 : T == DType::kQ5_0 ? 5 : 4;
   for (int64_t b = c.b0; b < c.b1; ++b) {
     if (R == 1 && a.n_rows == 1) {
       // Past the group's quants this reaches its scales and the next group
       // (the groups are contiguous); a prefetch never faults.
-      const char* ahead = reinterpret_cast<const char*>(g.qs) + b * kWordsPerBlock * 64 + kPrefetchBytes;
-      for (int k = 0; k < kWordsPerBlock; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T0);
+      const char* ahead =
+          reinterpret_cast<const char*>(g.qs) + b * kWordsOf<T> * 64 + kPrefetchBytes;
+      for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T0);
     }
     __m512i w[kLaneGroups];
     LoadWords<T>(g.qs, b, w);
@@ -169,7 +174,7 @@ template <DType T>
 void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o_end,
                   const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
   const int64_t nb = a.n_blocks;
-  constexpr int kWords = T == DType::kQ8_0 ? 8 : T == DType::kQ5_0 ? 5 : 4;  // rows16::Words(T)
+  constexpr int kWords = kWordsOf<T>;
   constexpr int kScales = T == DType::kQ4_1 ? 2 : 1;  // rows16::Scales(T)
   const size_t qs_bytes = static_cast<size_t>(nb) * kGroupRows * 4 * kWords;
   // rows16::GroupBytes(T, nb)
