@@ -214,18 +214,29 @@ void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (use_packed ? " packed" : ""));
+  const bool amx = AmxActive() && n_rows >= qmm::kAmxMinRows &&
+                   (t == DType::kQ4_0 || t == DType::kQ8_0);
+  state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (amx ? "+amx" : "") +
+                 (use_packed ? " packed" : ""));
+  // Multiply-adds per second (a prefill pass's rate, 2 ops each).
+  state.counters["MAC/s"] = benchmark::Counter(
+      static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows),
+      benchmark::Counter::kIsIterationInvariantRate);
 }
-// 1B shapes: ffn_up (8192 x 2048), one decode row and a 16-row pass, packed
-// and not, 1 and 2 threads; SmolLM2's tied Q8_0 output (49152 x 576).
+// 1B shapes: ffn_up (8192 x 2048), one decode row, a 16-row pass and a
+// 512-row prefill chunk, packed and not, 1 and 2 threads; SmolLM2's tied
+// Q8_0 output (49152 x 576).
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_0, DType::kQ4_0)
-    ->ArgsProduct({{8192}, {2048}, {1, 16}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{8192}, {2048}, {1, 16, 512}, {1, 2}, {0, 1}})
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
     ->ArgsProduct({{8192}, {2048}, {1}, {1, 2}, {0, 1}})
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
     ->ArgsProduct({{8192, 49152}, {2048}, {1}, {1, 2}, {0, 1}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
+    ->ArgsProduct({{8192}, {2048}, {16, 512}, {1, 2}, {1}})
     ->UseRealTime();
 
 // Args: m, n, k, threads.

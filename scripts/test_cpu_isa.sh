@@ -19,9 +19,11 @@ declare -A needs=(
   [scalar]=""
   [avx2]="avx2 fma f16c"
   [avx512]="avx2 fma f16c avx512f avx512bw avx512dq avx512vl avx512_vnni"
+  # Not a SimdLevel: AMX-INT8 on top of avx512 (LLM_CPU_ISA=avx512 turns it off).
+  [amx]="avx2 fma f16c avx512f avx512bw avx512dq avx512vl avx512_vnni amx_tile amx_int8"
 )
 ran=() skipped=()
-for level in scalar avx2 avx512; do
+for level in scalar avx2 avx512 amx; do
   # shellcheck disable=SC2086
   if ! has ${needs[$level]}; then
     skipped+=("$level")

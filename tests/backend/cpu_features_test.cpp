@@ -48,8 +48,14 @@ TEST(CpuFeaturesTest, DetectionAgreesWithProcCpuinfo) {
   if (cap == "avx2" && expect == SimdLevel::kAvx512) capped = SimdLevel::kAvx2;
   EXPECT_EQ(DetectSimdLevel(), capped) << "LLM_CPU_ISA=" << cap;
   EXPECT_EQ(CpuHasAvx512Bf16(), capped == SimdLevel::kAvx512 && has("avx512_bf16"));
+  // AMX: the flags say the CPU has it and Linux saves the tile state; the
+  // permission request (Linux 5.16+) is what the library adds.
+  const bool amx = expect == SimdLevel::kAvx512 && has("amx_tile") && has("amx_int8");
+  EXPECT_EQ(HardwareHasAmx(), amx);
+  const bool amx_allowed = cap != "scalar" && cap != "avx2" && cap != "avx512";
+  EXPECT_EQ(AmxActive(), amx && amx_allowed) << "LLM_CPU_ISA=" << cap;
   std::cout << "[ SIMD ] detected " << SimdLevelName(DetectSimdLevel())
-            << (CpuHasAvx512Bf16() ? " (+bf16)" : "") << "\n";
+            << (CpuHasAvx512Bf16() ? " (+bf16)" : "") << (AmxActive() ? " (+amx)" : "") << "\n";
 }
 
 TEST(CpuFeaturesTest, OverrideIsClampedAndResettable) {
@@ -63,6 +69,20 @@ TEST(CpuFeaturesTest, OverrideIsClampedAndResettable) {
   EXPECT_STREQ(SimdLevelName(SimdLevel::kScalar), "scalar");
   EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx2), "avx2");
   EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx512), "avx512");
+}
+
+TEST(CpuFeaturesTest, AmxFollowsTheLevelAndTheOverride) {
+  const bool amx = AmxActive();
+  SetAmxForTesting(false);
+  EXPECT_FALSE(AmxActive());
+  SetAmxForTesting(true);  // never on without the hardware
+  EXPECT_EQ(AmxActive(), amx);
+  SetAmxForTesting(std::nullopt);
+  EXPECT_EQ(AmxActive(), amx);
+  SetSimdLevelForTesting(SimdLevel::kAvx2);  // AMX kernels need the AVX-512 level
+  EXPECT_FALSE(AmxActive());
+  SetSimdLevelForTesting(std::nullopt);
+  EXPECT_EQ(AmxActive(), amx);
 }
 
 }  // namespace

@@ -16,8 +16,11 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/dequantize.h"
+#include "backend/cpu/packed_weight.h"
+#include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/dtype.h"
+#include "core/half.h"
 #include "core/status.h"
 #include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
@@ -151,7 +154,10 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       // llama.cpp's tiled order in products of 8+ rows (kquant_kernels.h):
       // the batch-invariant mode keeps one order for every row count (the
       // tiled order's own thread and row-block invariance: kquant_test.cpp).
-      const bool bi = t == DType::kIQ4_NL || k_type;
+      // On AMX, Q4_0 and Q8_0 batches of 8+ rows take the per-block order
+      // (AmxKernelMatchesItsPerBlockOrderBitForBit).
+      const bool amx_type = AmxActive() && (t == DType::kQ4_0 || t == DType::kQ8_0);
+      const bool bi = t == DType::kIQ4_NL || k_type || amx_type;
       const int64_t n_out = 301;  // > one parallel task, odd
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
@@ -423,6 +429,96 @@ TEST(QuantMatMulTest, SharedEqualsSeparateCallsBitExact) {
                   LLM_ERR_INVALID_ARGUMENT);
         for (const auto& g : got) {
           EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float v) { return v == -7.0f; }));
+        }
+      }
+    }
+  }
+}
+
+// The AMX batch kernel (quant_matmul_amx.cpp) against a scalar model of its
+// order, bit for bit: per output, acc = fma(f32(d_w) * d_x, float(S), acc)
+// over the 32-blocks in order, S the exact integer block sum. Through
+// QuantMatMul on the GGUF rows and QuantMatMulShared on the rows16 copy, for
+// row counts around the 16-row tile (partial tail tiles), a partial last
+// group of weight rows, one chunk of blocks or three (the last partial), 1
+// and 2 threads. With batch_invariant the batch keeps the one-row order.
+TEST(QuantMatMulTest, AmxKernelMatchesItsPerBlockOrderBitForBit) {
+  if (!AmxActive()) GTEST_SKIP() << "no AMX-INT8 here (or LLM_CPU_ISA turned it off)";
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+    for (int64_t n_in : {int64_t{32 * 7}, 32 * (2 * qmm::kAmxChunkBlocks + 5)}) {
+      const int64_t nb = n_in / 32;
+      const int64_t n_out = 37;
+      const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+      for (int64_t n_rows : {qmm::kAmxMinRows, int64_t{16}, int64_t{17}, int64_t{45}}) {
+        SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) + " n_rows=" + std::to_string(n_rows));
+        const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
+        std::vector<int8_t> q(static_cast<size_t>(n_in));
+        std::vector<float> ds(static_cast<size_t>(2 * nb));
+        std::vector<float> want(static_cast<size_t>(n_rows * n_out));
+        for (int64_t r = 0; r < n_rows; ++r) {
+          qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data(), ds.data());
+          for (int64_t o = 0; o < n_out; ++o) {
+            const uint8_t* row = w.data() + o * rb;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+              int32_t sum = 0;
+              uint16_t d_bits;
+              if (t == DType::kQ4_0) {
+                BlockQ4_0 blk;
+                std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
+                d_bits = blk.d;
+                for (int e = 0; e < 32; ++e) {
+                  const int v = (e < 16 ? blk.qs[e] & 0x0F : blk.qs[e - 16] >> 4) - 8;
+                  sum += v * q[b * 32 + e];
+                }
+              } else {
+                BlockQ8_0 blk;
+                std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
+                d_bits = blk.d;
+                for (int e = 0; e < 32; ++e) sum += blk.qs[e] * q[b * 32 + e];
+              }
+              const float scale = F16ToF32(d_bits) * ds[2 * b];
+              acc = std::fma(scale, static_cast<float>(sum), acc);
+            }
+            want[r * n_out + o] = acc;
+          }
+        }
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> got(want.size(), NAN), got_packed(want.size(), NAN);
+          ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, got.data(),
+                                  n_out, p)
+                          .ok());
+          EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+              << "GGUF rows";
+          QuantMatMulOutput out;
+          out.wtype = t;
+          out.W = w.data();
+          out.row_bytes = rb;
+          out.n_out = n_out;
+          out.y = got_packed.data();
+          out.y_stride = static_cast<size_t>(n_out);
+          out.packed = packed.data.get();
+          ASSERT_TRUE(QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, p).ok());
+          EXPECT_EQ(0, std::memcmp(got_packed.data(), want.data(), want.size() * sizeof(float)))
+              << "rows16 copy";
+        }
+        // batch_invariant: every row as a one-row call computes it.
+        std::vector<float> bi(want.size()), one(static_cast<size_t>(n_out));
+        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, bi.data(),
+                                n_out, &pool, true)
+                        .ok());
+        for (int64_t r = 0; r < n_rows; r += 7) {
+          ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + r * n_in, n_in, 1,
+                                  one.data(), n_out, nullptr)
+                          .ok());
+          EXPECT_EQ(0, std::memcmp(one.data(), bi.data() + r * n_out, n_out * sizeof(float)))
+              << "row " << r;
         }
       }
     }

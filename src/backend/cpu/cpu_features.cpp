@@ -5,6 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define LLM_X86 1
@@ -16,6 +21,7 @@ namespace {
 struct Features {
   SimdLevel level = SimdLevel::kScalar;
   bool avx512_bf16 = false;
+  bool amx = false;  // AMX-TILE + AMX-INT8, enabled by the OS for this process
 };
 
 #ifdef LLM_X86
@@ -24,6 +30,19 @@ uint64_t XGetBv0() {
   // xgetbv with ecx = 0 (XCR0); encoded as bytes so no -mxsave is needed.
   __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+// Linux keeps the 8 KB of tile data out of a process's saved state until the
+// process asks for it (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
+// a tile instruction before that faults. The grant is process-wide.
+bool RequestAmxPermission() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 #endif
 
@@ -56,12 +75,16 @@ Features Detect() {
     unsigned a1, b1, c1, d1;
     __cpuid_count(7, 1, a1, b1, c1, d1);
     f.avx512_bf16 = a1 & (1u << 5);
+    const bool amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
+    const bool os_tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
+    f.amx = amx_tile && amx_int8 && os_tiles && RequestAmxPermission();
   }
 #endif
   return f;
 }
 
-// LLM_CPU_ISA=scalar|avx2|avx512 caps the level (never raises it: a level
+// LLM_CPU_ISA=scalar|avx2|avx512 caps the level (and turns AMX off; "amx"
+// leaves both on) (never raises it: a level
 // the CPU lacks would fault). Unset, empty, "auto" or anything else: no cap.
 std::optional<SimdLevel> IsaFromEnvironment() {
   const char* v = std::getenv("LLM_CPU_ISA");
@@ -82,6 +105,7 @@ const Features& Cached() {
     Features c = Hardware();
     const std::optional<SimdLevel> cap = IsaFromEnvironment();
     if (cap && static_cast<int>(*cap) < static_cast<int>(c.level)) c.level = *cap;
+    if (cap) c.amx = false;
     return c;
   }();
   return f;
@@ -89,12 +113,24 @@ const Features& Cached() {
 
 // -1: auto; else a SimdLevel value.
 std::atomic<int> g_override{-1};
+std::atomic<bool> g_amx_off{false};
 
 }  // namespace
 
 SimdLevel HardwareSimdLevel() { return Hardware().level; }
 
 SimdLevel DetectSimdLevel() { return Cached().level; }
+
+bool HardwareHasAmx() { return Hardware().amx; }
+
+bool AmxActive() {
+  return Cached().amx && !g_amx_off.load(std::memory_order_relaxed) &&
+         ActiveSimdLevel() == SimdLevel::kAvx512;
+}
+
+void SetAmxForTesting(std::optional<bool> enabled) {
+  g_amx_off.store(enabled.has_value() && !*enabled, std::memory_order_relaxed);
+}
 
 bool CpuHasAvx512Bf16() { return Cached().level == SimdLevel::kAvx512 && Cached().avx512_bf16; }
 

@@ -19,7 +19,7 @@ enum class SimdLevel {
 SimdLevel HardwareSimdLevel();
 
 // The level the library may use: HardwareSimdLevel(), capped by the
-// environment variable LLM_CPU_ISA=scalar|avx2|avx512 when set (read once, at
+// environment variable LLM_CPU_ISA=scalar|avx2|avx512|amx when set (read once, at
 // the first call; a value above the hardware's, "auto" or an unknown one
 // leaves it uncapped). Kernel choices, weight repacking at load and the
 // kernel tests (every level up to this one) follow it, so one machine can
@@ -29,6 +29,20 @@ SimdLevel DetectSimdLevel();
 // Whether the CPU has AVX512_BF16 (only meaningful with kAvx512).
 bool CpuHasAvx512Bf16();
 
+// AMX-INT8 (Intel AMX tile registers and int8 tile products), a capability on
+// top of kAvx512 rather than a level of its own (every kAvx512 kernel runs on
+// an AMX machine). Hardware: the CPU has AMX-TILE and AMX-INT8, the OS saves
+// the tile state (XCR0 bits 17, 18) and granted this process the tile data
+// (Linux arch_prctl(ARCH_REQ_XCOMP_PERM), requested once at detection).
+bool HardwareHasAmx();
+// Whether the kernels may use AMX now: HardwareHasAmx(), the active level is
+// kAvx512, LLM_CPU_ISA is unset, "auto" or "amx" (scalar, avx2 or avx512 turn
+// it off), and no test switched it off.
+bool AmxActive();
+// Forces AMX off (false) or back to detection (nullopt or true; never on
+// without the hardware). Not meant to be called while kernels run.
+void SetAmxForTesting(std::optional<bool> enabled);
+
 // Level the kernels use: DetectSimdLevel() unless overridden for tests.
 SimdLevel ActiveSimdLevel();
 
@@ -37,7 +51,7 @@ SimdLevel ActiveSimdLevel();
 // to be called while kernels run on other threads.
 void SetSimdLevelForTesting(std::optional<SimdLevel> level);
 
-// "scalar", "avx2", "avx512".
+// "scalar", "avx2", "avx512" (AMX is not a SimdLevel: see AmxActive).
 const char* SimdLevelName(SimdLevel level);
 
 }  // namespace llm

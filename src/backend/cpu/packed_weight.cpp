@@ -77,51 +77,57 @@ size_t PackedBytes(DType t, int64_t n_out, int64_t n_in) {
   return static_cast<size_t>(n_groups) * GroupBytes(t, n_in / 32);
 }
 
-void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
-          ThreadPool* pool) {
+void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint8_t* qs,
+               uint8_t* sc) {
   const TypeInfo ti = Info(t);
-  const int64_t nb = n_in / 32;
-  const int64_t n_groups = (n_out + kRows - 1) / kRows;
-  const size_t group_bytes = GroupBytes(t, nb);
-  const size_t qs_bytes = static_cast<size_t>(nb) * kRows * 4 * ti.words;
   // Word by word, in the copy's order: for each block, its quant words for
   // the 16 lanes, then its scales. The 16 source rows are 16 sequential read
   // streams and the group is written front to back (a byte loop over the
   // rows, writing with a 64-byte stride, made a 1B model's load 8x slower).
   const uint32_t flip = ti.flip * 0x01010101u;
-  const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
+  uint8_t* const group_qs = qs;
+  const bool packed = ActiveSimdLevel() == SimdLevel::kAvx512 &&
+                      PackGroupAvx512(rows, n_blocks, ti.block_bytes, ti.qs_offset, ti.words,
+                                      ti.scales, ti.flip, qs, sc);
+  for (int64_t b = 0; !packed && b < n_blocks; ++b) {
+    const size_t blk = static_cast<size_t>(b) * ti.block_bytes;
+    for (int k = 0; k < ti.words; ++k) {
+      uint32_t words[kRows];
+      for (int l = 0; l < kRows; ++l) {
+        std::memcpy(&words[l], rows[l] + blk + ti.qs_offset + 4 * k, 4);
+        words[l] ^= flip;
+      }
+      std::memcpy(qs, words, sizeof words);
+      qs += sizeof words;
+    }
+    // d (and m) as stored: f16 bits, in block order d, m.
+    for (int s = 0; s < ti.scales; ++s) {
+      uint16_t halves[kRows];
+      for (int l = 0; l < kRows; ++l) std::memcpy(&halves[l], rows[l] + blk + 2 * s, 2);
+      std::memcpy(sc, halves, sizeof halves);
+      sc += sizeof halves;
+    }
+  }
+  if (t == DType::kQ5_0) SpreadQ5HighBits(group_qs, n_blocks);
+}
+
+size_t BlockBytes(DType t) { return Info(t).block_bytes; }
+
+void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
+          ThreadPool* pool) {
+  const int64_t nb = n_in / 32;
+  const int64_t n_groups = (n_out + kRows - 1) / kRows;
+  const size_t group_bytes = GroupBytes(t, nb);
+  const size_t qs_bytes = static_cast<size_t>(nb) * kRows * 4 * Words(t);
   auto pack_groups = [&](int64_t g_begin, int64_t g_end) {
     const uint8_t* rows[kRows];
     for (int64_t g = g_begin; g < g_end; ++g) {
-      uint8_t* qs = dst + g * group_bytes;
-      uint8_t* sc = qs + qs_bytes;
       for (int l = 0; l < kRows; ++l) {
         const int64_t row = g * kRows + l < n_out ? g * kRows + l : n_out - 1;
         rows[l] = W + row * row_bytes;
       }
-      uint8_t* const group_qs = qs;
-      const bool packed = avx512 && PackGroupAvx512(rows, nb, ti.block_bytes, ti.qs_offset,
-                                                    ti.words, ti.scales, ti.flip, qs, sc);
-      for (int64_t b = 0; !packed && b < nb; ++b) {
-        const size_t blk = static_cast<size_t>(b) * ti.block_bytes;
-        for (int k = 0; k < ti.words; ++k) {
-          uint32_t words[kRows];
-          for (int l = 0; l < kRows; ++l) {
-            std::memcpy(&words[l], rows[l] + blk + ti.qs_offset + 4 * k, 4);
-            words[l] ^= flip;
-          }
-          std::memcpy(qs, words, sizeof words);
-          qs += sizeof words;
-        }
-        // d (and m) as stored: f16 bits, in block order d, m.
-        for (int s = 0; s < ti.scales; ++s) {
-          uint16_t halves[kRows];
-          for (int l = 0; l < kRows; ++l) std::memcpy(&halves[l], rows[l] + blk + 2 * s, 2);
-          std::memcpy(sc, halves, sizeof halves);
-          sc += sizeof halves;
-        }
-      }
-      if (t == DType::kQ5_0) SpreadQ5HighBits(group_qs, nb);
+      uint8_t* qs = dst + g * group_bytes;
+      PackGroup(t, rows, nb, qs, qs + qs_bytes);
     }
   };
   if (pool != nullptr) {

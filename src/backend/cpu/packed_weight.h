@@ -55,6 +55,16 @@ size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
           ThreadPool* pool);
 
+// One group: rows are its 16 source rows (GGUF blocks, each pointing at the
+// first block to pack), n_blocks blocks of each go to qs (n_blocks * Words
+// * 64 bytes) and sc (n_blocks * Scales * 32 bytes), the group's layout
+// above for those blocks. Pack() runs this per group; a kernel can run it on
+// a chunk of blocks of unpacked weights.
+void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint8_t* qs,
+               uint8_t* sc);
+// Bytes of one GGUF block of t (a supported type).
+size_t BlockBytes(DType t);
+
 // The AVX-512 packing loop for one group (packed_weight_avx512.cpp): rows
 // are the group's 16 source rows, qs / sc where its quants and scales go.
 // false (nothing written) when the rows lie too far apart for 32-bit gather

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -65,7 +66,9 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // The F32/F16/BF16 scalar kernel: one converted row; the wide kernel: its
   // chunk and rows.
-  return std::max(n_in, kWideScratchFloats + kWideScratchPerRow * n_rows);
+  const int64_t wide = kWideScratchFloats + kWideScratchPerRow * n_rows;
+  const int64_t amx = kAmxScratchFloats + kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
+  return std::max({n_in, wide, amx});
 }
 
 void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
@@ -89,6 +92,23 @@ void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
     }
   }
   acts->bias = bias.data();
+}
+
+void qmm::ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles) {
+  const int64_t nb = acts.n_blocks, n_tiles = (acts.n_rows + kAmxTileRows - 1) / kAmxTileRows;
+  q_tiles->assign(static_cast<size_t>(n_tiles * kAmxTileRows * acts.n_in), 0);
+  d_tiles->assign(static_cast<size_t>(n_tiles * kAmxTileRows * nb), 0.0f);
+  for (int64_t r = 0; r < acts.n_rows; ++r) {
+    const int64_t t = r / kAmxTileRows, i = r % kAmxTileRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t at = static_cast<size_t>((t * nb + b) * kAmxTileRows + i);
+      std::memcpy(q_tiles->data() + at * kActBlock, acts.q + r * acts.n_in + b * kActBlock,
+                  kActBlock);
+      (*d_tiles)[at] = acts.ds[2 * (r * nb + b)];
+    }
+  }
+  acts.q_tiles = q_tiles->data();
+  acts.d_tiles = d_tiles->data();
 }
 
 void qmm::QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds) {
@@ -148,8 +168,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
     any_q8k |= qmm::UsesQ8KActs(outputs[i].wtype);
   }
-  std::vector<int8_t> q;
-  std::vector<float> ds;
+  // Q4_0 / Q8_0 batches on AMX (quant_matmul_kernels.h).
+  const bool amx = n_rows >= qmm::kAmxMinRows && !batch_invariant && AmxActive();
+  std::vector<int8_t> q, q_tiles;
+  std::vector<float> ds, d_tiles;
   qmm::BiasBuffers biases;
   if (any_quantized) {
     const int64_t nb = n_in / qmm::kActBlock;
@@ -166,6 +188,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
+    if (amx) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
   }
   // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
   // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
@@ -211,12 +234,19 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       t.kernel = packed;
       t.W = outputs[i].packed;
     }
+    const qmm::Kernel amx_kernel =
+        amx ? qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr) : nullptr;
+    if (amx_kernel != nullptr) {
+      t.kernel = amx_kernel;
+      t.W = outputs[i].packed != nullptr ? outputs[i].packed : outputs[i].W;
+    }
     if (t.kernel == nullptr) {
       return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if ((wide || packed != nullptr) && qmm::UsesQuantizedActs(outputs[i].wtype)) {
+    if ((wide || packed != nullptr) && amx_kernel == nullptr &&
+        qmm::UsesQuantizedActs(outputs[i].wtype)) {
       qmm::SetBias(outputs[i].wtype, &t.acts, &biases);
     }
     t.first_task = n_tasks;

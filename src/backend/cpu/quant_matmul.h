@@ -41,13 +41,21 @@ class ThreadPool;
 //   well under 2e-2.
 //   * F32, F16, BF16: exact f32 activations, f32 accumulation (error ~1e-6
 //     relative to sum_i |w_i x_i|, tested at 1e-5).
+//   * Q4_0 and Q8_0 products of qmm::kAmxMinRows (8) or more rows on a CPU
+//     with AMX-INT8 (AmxActive, cpu_features.h) take the AMX tile kernel:
+//     each 32-block's integer sum is exact as above, then accumulated once
+//     per block, acc = fma(f32(d_w) * d_x, float(sum), acc) -- the per-block
+//     order of llama.cpp's repacked and AMX batch kernels rather than
+//     ggml's vec_dot (8 partial sums per block), so these outputs differ
+//     from the one-row ones by f32 rounding only.
 // Determinism: each y[r][o] is computed by a fixed sequence of operations
-// that depends only on n_in, the SIMD level and the data -- never on n_rows,
-// the thread count or how rows are split (batch invariance). One exception,
-// inherited from llama.cpp: IQ4_NL with n_rows == 1 sums its blocks as ggml's
-// one-row vec_dot does (two accumulators), other row counts as llama.cpp's
-// batch GEMM (one accumulator); batch_invariant = true uses the latter for
-// every n_rows. The scalar level gives the same bits on every CPU (ggml's
+// that depends only on n_in, the SIMD level (and AMX) and the data -- never
+// on the thread count or how rows are split, and never on n_rows except
+// where llama.cpp's own order does (batch_invariant = true removes these):
+// IQ4_NL with n_rows == 1 sums its blocks as ggml's one-row vec_dot does
+// (two accumulators), other row counts as llama.cpp's batch GEMM (one
+// accumulator); the K-quants take llama.cpp's tiled order in products of 8+
+// rows (kquant_kernels.h); Q4_0 / Q8_0 the AMX order above. The scalar level gives the same bits on every CPU (ggml's
 // portable *_generic order); SIMD levels differ from it by rounding.
 // pool may be null (runs on the caller); work is split over whole output rows.
 // Thread-safe (no shared state besides the pool).

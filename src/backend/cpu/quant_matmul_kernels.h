@@ -37,6 +37,12 @@ struct Acts {
   //        can take unsigned weights (nibble, 5-bit value, w + 128) and
   //        still get sum(w * q) per 4 elements exactly.
   const int32_t* bias = nullptr;
+  // The AMX kernel's activations by tile of 16 rows (ArrangeTiles), zero
+  // past n_rows, so that a tile's block is contiguous:
+  //   q_tiles [n_tiles][n_blocks][16][32] int8: row 16t + i, block b
+  //   d_tiles [n_tiles][n_blocks][16] f32: that row's and block's d
+  const int8_t* q_tiles = nullptr;
+  const float* d_tiles = nullptr;
   // Q8_K activations, for the K-quants and IQ4_XS (kquant_kernels.h), per
   // row and 256-block, exactly as ggml's quantize_row_q8_K (null when no
   // output of the call uses them):
@@ -70,6 +76,23 @@ constexpr int64_t kWideChunkBlocks = 32;
 constexpr int64_t kWideScratchFloats = 16 + kWideChunkBlocks * (8 + 2) * 16;
 constexpr int64_t kWideScratchPerRow = 9 * 16;
 
+// The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
+// kAmxMinRows or more activation rows on AMX machines (AmxActive), unless
+// Acts::batch_invariant. It sums each 32-block exactly in int32 and then per
+// block in f32 (llama.cpp's repacked / AMX order, quant_matmul.h), so its
+// outputs differ from the one-row kernels' by rounding. It reads the
+// activations from Acts::q_tiles / d_tiles (ArrangeTiles). Scratch: kAmxScratchFloats (the
+// chunk's tiles) plus kAmxScratchPerRow per padded activation row.
+constexpr int64_t kAmxMinRows = 8;
+constexpr int64_t kAmxTileRows = 16;
+constexpr int64_t kAmxChunkBlocks = 32;
+constexpr int64_t kAmxScratchFloats = 16 + kAmxChunkBlocks * (128 + 128 + 8) + 4 * 256 + 256;
+constexpr int64_t kAmxScratchPerRow = 16;
+
+// Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
+// whole tiles) and points acts at them.
+void ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles);
+
 // Floats of scratch one kernel call may use (for n_in inputs and n_rows
 // activation rows): the most any kernel needs.
 int64_t ScratchFloats(int64_t n_in, int64_t n_rows);
@@ -96,6 +119,9 @@ Kernel Avx512Kernel(DType t);
 // o_begin a multiple of 16): Q4_0, Q4_1, Q8_0, else nullptr. Same outputs as
 // Avx512Kernel / Avx2Kernel on the GGUF rows, bit for bit.
 Kernel Avx512PackedKernel(DType t);
+// The AMX batch kernel for t (Q4_0, Q8_0, else nullptr) on W's rows16 copy
+// (packed) or on its GGUF rows; call only when AmxActive().
+Kernel AmxKernel(DType t, bool packed);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see
