@@ -67,11 +67,14 @@ unpack_sdist() {
   mkdir -p "$workdir"
   if [ -z "$sdist" ]; then
     sdist="$workdir/llama_cpp_python-$SDIST_VERSION.tar.gz"
+    # scripts/fetch_vocabs.sh keeps the same file (the tests' vocabularies).
+    local shared="$cache/sdist/llama_cpp_python-$SDIST_VERSION.tar.gz"
+    if [ ! -s "$sdist" ] && [ -s "$shared" ]; then cp "$shared" "$sdist"; fi
     if [ ! -s "$sdist" ]; then
       echo "compare_llamacpp: downloading llama-cpp-python $SDIST_VERSION (source)" >&2
       local dl="$workdir/download"
       rm -rf "$dl"
-      python3 -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \
+      python3 -m pip download --quiet --no-deps --no-binary :all: \
         -d "$dl" "llama-cpp-python==$SDIST_VERSION" >&2
       mv "$dl/llama_cpp_python-$SDIST_VERSION.tar.gz" "$sdist"
       rm -rf "$dl"
