@@ -106,8 +106,8 @@ BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
     ->UseRealTime();
 
 // The K-quant kernels (Q8_K activations) at a chosen SIMD level. Args:
-// n_out, n_in, n_rows, threads, level (0 scalar, 1 AVX2, 2 AVX-512; skipped
-// above the CPU's). The time includes the Q8_K quantization of the
+// n_out, n_in, n_rows, threads, level (0 scalar, 1 AVX2, 2 AVX-512 without
+// AMX, 3 AVX-512 with AMX; skipped above the CPU's). The time includes the Q8_K quantization of the
 // activations, as in the engine.
 void BM_KQuantMatMul(benchmark::State& state, DType t) {
   const int64_t n_out = state.range(0), n_in = state.range(1), n_rows = state.range(2);
@@ -115,11 +115,13 @@ void BM_KQuantMatMul(benchmark::State& state, DType t) {
   const SimdLevel level = state.range(4) == 0   ? SimdLevel::kScalar
                           : state.range(4) == 1 ? SimdLevel::kAvx2
                                                 : SimdLevel::kAvx512;
-  if (static_cast<int>(level) > static_cast<int>(DetectSimdLevel())) {
+  if (static_cast<int>(level) > static_cast<int>(DetectSimdLevel()) ||
+      (state.range(4) == 3 && !AmxActive())) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
   SetSimdLevelForTesting(level);
+  SetAmxForTesting(state.range(4) == 3);
   const std::vector<uint8_t> w = RandomQuantWeights(t, n_out, n_in);
   std::vector<float> x(n_rows * n_in), y(n_rows * n_out);
   std::mt19937 rng(2);
@@ -135,14 +137,19 @@ void BM_KQuantMatMul(benchmark::State& state, DType t) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+  state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (AmxActive() ? "+amx" : ""));
+  state.counters["MAC/s"] = benchmark::Counter(
+      static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows),
+      benchmark::Counter::kIsIterationInvariantRate);
   SetSimdLevelForTesting(std::nullopt);
+  SetAmxForTesting(std::nullopt);
 }
 // 1B shapes (n_embd 2048, n_ff 8192): ffn_up one decode row and a 16-row
-// batch, ffn_down 16 rows; 1 thread; every level.
+// batch, ffn_down 16 rows; 1 thread; every level; a 128-row prefill chunk.
 #define LLM_KQUANT_BENCH(name, type)                                                  \
   BENCHMARK_CAPTURE(BM_KQuantMatMul, name, type)                                      \
-      ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2}})                        \
+      ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2, 3}})                     \
+      ->ArgsProduct({{8192}, {2048}, {128}, {1}, {2, 3}})                             \
       ->Args({2048, 8192, 16, 1, 1})                                                  \
       ->Args({2048, 8192, 16, 1, 2})                                                  \
       ->UseRealTime()

@@ -67,7 +67,8 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // The F32/F16/BF16 scalar kernel: one converted row; the wide kernel: its
   // chunk and rows.
   const int64_t wide = kWideScratchFloats + kWideScratchPerRow * n_rows;
-  const int64_t amx = kAmxScratchFloats + kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
+  const int64_t amx = std::max(kAmxScratchFloats, kAmxKScratchFloats) +
+                      kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
   return std::max({n_in, wide, amx});
 }
 
@@ -169,6 +170,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     any_q8k |= qmm::UsesQ8KActs(outputs[i].wtype);
   }
   // Q4_0 / Q8_0 batches on AMX (quant_matmul_kernels.h).
+  // The K-quant AMX kernel computes the tiled order, which applies from
+  // kTiledMinRows rows on.
+  static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
   const bool amx = n_rows >= qmm::kAmxMinRows && !batch_invariant && AmxActive();
   std::vector<int8_t> q, q_tiles;
   std::vector<float> ds, d_tiles;
@@ -196,6 +200,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   std::vector<int8_t> kq;
   std::vector<float> kd;
   std::vector<int16_t> kbsum;
+  std::vector<int8_t> kq_tiles;
+  std::vector<float> kd_tiles;
+  std::vector<int32_t> kbsum_tiles;
   if (any_q8k) {
     const int64_t nkb = n_in / 256;
     kq.resize(static_cast<size_t>(n_rows * n_in));
@@ -213,6 +220,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.kd = kd.data();
     acts.kbsum = kbsum.data();
     acts.n_kblocks = nkb;
+    if (amx) qmm::ArrangeKTiles(acts, &kq_tiles, &kd_tiles, &kbsum_tiles);
   }
   const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
@@ -234,8 +242,12 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       t.kernel = packed;
       t.W = outputs[i].packed;
     }
-    const qmm::Kernel amx_kernel =
-        amx ? qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr) : nullptr;
+    qmm::Kernel amx_kernel = nullptr;
+    if (amx) {
+      amx_kernel = qmm::UsesQ8KActs(outputs[i].wtype)
+                       ? qmm::KQuantAmxKernel(outputs[i].wtype)
+                       : qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr);
+    }
     if (amx_kernel != nullptr) {
       t.kernel = amx_kernel;
       t.W = outputs[i].packed != nullptr ? outputs[i].packed : outputs[i].W;

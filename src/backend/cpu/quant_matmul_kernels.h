@@ -43,6 +43,16 @@ struct Acts {
   //   d_tiles [n_tiles][n_blocks][16] f32: that row's and block's d
   const int8_t* q_tiles = nullptr;
   const float* d_tiles = nullptr;
+  // The K-quant AMX kernel's Q8_K activations by tile (ArrangeKTiles), zero
+  // past n_rows:
+  //   kq_tiles    [n_tiles][n_in / 64][16 k][16 rows][4] int8: VNNI B tiles,
+  //               row k of tile (t, c) = elements 64c + 4k .. + 3 of rows 16t ..
+  //   kd_tiles    [n_tiles][n_kblocks][16] f32: kd
+  //   kbsum_tiles [n_tiles][n_kblocks][4][16] int32: the sums of the
+  //               32-element sub-blocks 2k, 2k + 1 as an int16 pair
+  const int8_t* kq_tiles = nullptr;
+  const float* kd_tiles = nullptr;
+  const int32_t* kbsum_tiles = nullptr;
   // Q8_K activations, for the K-quants and IQ4_XS (kquant_kernels.h), per
   // row and 256-block, exactly as ggml's quantize_row_q8_K (null when no
   // output of the call uses them):
@@ -88,10 +98,21 @@ constexpr int64_t kAmxTileRows = 16;
 constexpr int64_t kAmxChunkBlocks = 32;
 constexpr int64_t kAmxScratchFloats = 16 + kAmxChunkBlocks * (128 + 128 + 8) + 4 * 256 + 256;
 constexpr int64_t kAmxScratchPerRow = 16;
+// The K-quant AMX kernel (kquant_amx.cpp): Q4_K, Q5_K and Q6_K in the tiled
+// order (kquant_kernels.h) bit for bit, in the same products (8+ rows, not
+// batch_invariant); it reads Acts::kq_tiles / kd_tiles / kbsum_tiles. Its
+// scratch: kAmxKScratchFloats plus kAmxScratchPerRow per padded row.
+constexpr int64_t kAmxKChunkBlocks = 2;
+constexpr int64_t kAmxKScratchFloats = 16 + kAmxKChunkBlocks * 2 * 4 * 256 + 2 * 2 * 256 +
+                                       kAmxKChunkBlocks * 16 * 6;
 
 // Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
 // whole tiles) and points acts at them.
 void ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles);
+
+// The same for the Q8_K activations (Acts::kq_tiles ...).
+void ArrangeKTiles(Acts& acts, std::vector<int8_t>* kq_tiles, std::vector<float>* kd_tiles,
+                   std::vector<int32_t>* kbsum_tiles);
 
 // Floats of scratch one kernel call may use (for n_in inputs and n_rows
 // activation rows): the most any kernel needs.
@@ -122,6 +143,9 @@ Kernel Avx512PackedKernel(DType t);
 // The AMX batch kernel for t (Q4_0, Q8_0, else nullptr) on W's rows16 copy
 // (packed) or on its GGUF rows; call only when AmxActive().
 Kernel AmxKernel(DType t, bool packed);
+// The K-quant AMX kernel for t (Q4_K, Q5_K, Q6_K, else nullptr) on GGUF
+// rows; call only when AmxActive().
+Kernel KQuantAmxKernel(DType t);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see

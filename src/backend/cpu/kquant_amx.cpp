@@ -1,0 +1,327 @@
+// AMX-INT8 kernel for batches of Q4_K, Q5_K and Q6_K in llama.cpp's tiled
+// order (kquant_kernels.h, "Tiled order"), bit for bit: the order sums each
+// 256-block exactly in integers before any float step, so AMX may compute
+// those integers its own way.
+//
+// Per weight row o and 256-block, S1 = sum over sub-blocks s of scale_s *
+// sum(w_e * q_e) is one integer dot product of the activations q with the
+// scaled weights w'_e = scale_s(e) * w_e (Q4_K |w'| <= 945, Q5_K <= 1953,
+// Q6_K <= 4096), too wide for int8, so w' is split as 64 * H + L with L =
+// w' & 63 and H = w' >> 6 (arithmetic: -64 .. 64), both int8, and
+// S1 = 64 * (H . q) + (L . q): two tdpbssd per 64 elements, accumulated over
+// the whole block in two C tiles, with no per-sub-block step. S2 (types with
+// mins) = sum_s min_s * bsum_s comes from vpdpwssd on (min pair, bsum pair)
+// int16 lanes. Then the order's float steps per (weight row, activation row):
+//   t = float(S1) * d_w;  t = fma(-dmin_w, float(S2), t);  acc = fma(t, d_x, acc).
+//
+// Here the weights are the A operand (16 weight rows x 64 bytes, their
+// natural layout, so unpacking writes each row's bytes in order) and the
+// activations the B operand, rearranged once per product into VNNI tiles by
+// ArrangeKTiles (B row k holds elements 4k .. 4k + 3 of 16 activation rows).
+// C row i is weight row o + i across 16 activation rows, so the f32
+// accumulators hold one weight row each and are written out transposed.
+// Per group of 16 weight rows and chunk of kChunk blocks the weights are
+// unpacked once (codes -> w' -> H, L) and shared by every activation tile.
+// GCC 12 reports its own _mm512_undefined_*() placeholders inside the
+// AVX-512 intrinsic headers as uninitialized (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/quant_blocks.h"
+#include "backend/cpu/quant_matmul_kernels.h"
+#include "core/half.h"
+
+namespace llm {
+namespace {
+
+constexpr int kRows = 16;                   // weight rows per A tile, activation rows per B tile
+constexpr int kChunksPerBlock = 4;          // 64-element K chunks per 256-block
+constexpr int64_t kTileBytes = 16 * 64;     // every tile here is 16 rows x 64 bytes
+constexpr int64_t kChunk = qmm::kAmxKChunkBlocks;  // 256-blocks unpacked at once
+constexpr int kRing = 2;                    // C pairs in flight (one block ahead)
+
+template <DType T>
+constexpr bool kHasMin = T == DType::kQ4_K || T == DType::kQ5_K;
+
+template <DType T>
+struct BlockOf;
+template <>
+struct BlockOf<DType::kQ4_K> {
+  using type = BlockQ4_K;
+};
+template <>
+struct BlockOf<DType::kQ5_K> {
+  using type = BlockQ5_K;
+};
+template <>
+struct BlockOf<DType::kQ6_K> {
+  using type = BlockQ6_K;
+};
+
+// One chunk of kChunk blocks of 16 weight rows, unpacked.
+struct Weights {
+  int8_t* h;       // [block][chunk c][row][64]: H of w'
+  int8_t* l;       // the same for L
+  float* d;        // [block][row]
+  float* dmin;     // [block][row]
+  int32_t* mins;   // [block][pair k][row]: (min_2k, min_2k+1) as two int16
+};
+
+void LoadTileConfig() {
+  struct alignas(64) {
+    uint8_t palette_id = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } cfg;
+  // 0, 1: C for H and L (16 weight rows x 16 int32); 2 / 5: B (activations),
+  // 3 / 6: A for H, 4 / 7: A for L, two sets for alternating chunks.
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = kRows;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// 32 int16 w' of one half-chunk -> its H and L bytes.
+inline void SplitStore(__m512i w, int8_t* h, int8_t* l) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(h), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 6)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(l),
+                      _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+}
+
+// Row `row` (0..15) of block `blk` into w (b: this block's Weights offsets).
+template <DType T>
+void UnpackRow(const typename BlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
+  int8_t* h = w.h + blk * kChunksPerBlock * kTileBytes + row * 64;
+  int8_t* l = w.l + blk * kChunksPerBlock * kTileBytes + row * 64;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (T == DType::kQ6_K) {
+    w.d[blk * kRows + row] = F16ToF32(b.d);
+    // Half hf: elements 128hf + l (l < 32) and + 32 / + 64 / + 96, from
+    // ql[64hf + l], ql[64hf + 32 + l] (low, high nibbles) and qh[32hf + l]
+    // bit pairs 0-1, 2-3, 4-5, 6-7 (quant_blocks.h).
+    for (int hf = 0; hf < 2; ++hf) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf));
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * hf));
+      const __m256i three = _mm256_set1_epi8(3);
+      auto high = [&](int shift) {  // bits shift, shift + 1 of qh, moved to bits 4-5
+        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), three), 4);
+      };
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(qa, low4), high(0)),
+          _mm256_or_si256(_mm256_and_si256(qb, low4), high(2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), low4), high(4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), high(6))};
+      for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks 8hf + 2q, + 1
+        const int e0 = 128 * hf + 32 * q;
+        const __m512i codes = _mm512_sub_epi16(_mm512_cvtepu8_epi16(v[q]), _mm512_set1_epi16(32));
+        const __m512i scale = _mm512_inserti64x4(
+            _mm512_set1_epi16(b.scales[e0 / 16]), _mm256_set1_epi16(b.scales[e0 / 16 + 1]), 1);
+        const int c = e0 / 64, off = e0 % 64;
+        SplitStore(_mm512_mullo_epi16(codes, scale), h + c * kTileBytes + off,
+                   l + c * kTileBytes + off);
+      }
+    }
+  } else {
+    w.d[blk * kRows + row] = F16ToF32(b.d);
+    w.dmin[blk * kRows + row] = F16ToF32(b.dmin);
+    uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; ++s) GetScaleMinK4(s, b.scales, &sc[s], &m[s]);
+    for (int k = 0; k < 4; ++k) {
+      w.mins[(blk * 4 + k) * kRows + row] =
+          static_cast<int32_t>(static_cast<uint32_t>(m[2 * k]) | (static_cast<uint32_t>(m[2 * k + 1]) << 16));
+    }
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (T == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for (int c = 0; c < kChunksPerBlock; ++c) {
+      // Chunk c: low nibbles of qs[32c ..] (sub-block 2c), then the high
+      // ones (2c + 1); Q5_K adds 16 where bit 2c / 2c + 1 of qh[l] is set.
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (T == DType::kQ5_K) {
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      }
+      SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(sc[2 * c])),
+                 h + c * kTileBytes, l + c * kTileBytes);
+      SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * c + 1])),
+                 h + c * kTileBytes + 32, l + c * kTileBytes + 32);
+    }
+  }
+}
+
+// W: GGUF rows (row o at W + o * row_bytes); o_begin a multiple of 16.
+template <DType T>
+void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
+                 float* y, size_t y_stride, float* scratch) {
+  using Block = typename BlockOf<T>::type;
+  const int64_t nkb = a.n_kblocks;
+  const int64_t n_tiles = (a.n_rows + kRows - 1) / kRows;
+  const int64_t n_chunks = a.n_in / 64;
+  // scratch, 64-byte aligned: H and L of a chunk of blocks, the C ring, the
+  // chunk's d / dmin / mins, then the accumulators between chunks
+  // ([n_tiles][16 weight rows][16] f32).
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  Weights w;
+  w.h = reinterpret_cast<int8_t*>(base);
+  w.l = w.h + kChunk * kChunksPerBlock * kTileBytes;
+  int32_t* c_ring = reinterpret_cast<int32_t*>(w.l + kChunk * kChunksPerBlock * kTileBytes);
+  w.d = reinterpret_cast<float*>(c_ring + kRing * 2 * kRows * kRows);
+  w.dmin = w.d + kChunk * kRows;
+  w.mins = reinterpret_cast<int32_t*>(w.dmin + kChunk * kRows);
+  float* saved = reinterpret_cast<float*>(w.mins + kChunk * 4 * kRows);
+  static_assert(qmm::kAmxKScratchFloats * 4 >=
+                    64 + 2 * kChunk * kChunksPerBlock * kTileBytes + kRing * 2 * kRows * kRows * 4 +
+                        kChunk * kRows * 4 * 6,
+                "kAmxKScratchFloats too small");
+  const __m512i lane_rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
+                                                                 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32(static_cast<int32_t>(y_stride)));
+
+  LoadTileConfig();
+  for (int64_t o = o_begin; o < o_end; o += kRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));
+    for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
+      const int64_t len = std::min(kChunk, nkb - kb0);
+      for (int r = 0; r < kRows; ++r) {  // rows past o_end repeat the last (never stored)
+        const Block* blocks = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(W) +
+                                                             std::min<int64_t>(o + r, o_end - 1) * row_bytes);
+        for (int64_t j = 0; j < len; ++j) UnpackRow<T>(blocks[kb0 + j], r, w, j);
+      }
+      const bool first = kb0 == 0, last = kb0 + len == nkb;
+      for (int64_t t = 0; t < n_tiles; ++t) {
+        __m512 acc[kRows];  // weight row i, lanes: activation rows 16t ..
+        for (int i = 0; i < kRows; ++i) {
+          acc[i] = first ? _mm512_setzero_ps() : _mm512_load_ps(saved + (t * kRows + i) * 16);
+        }
+        // Block j: C_H, C_L over its 4 chunks, on two alternating sets of
+        // A / B tile registers, stored into ring slot j % kRing.
+        auto multiply = [&](int64_t j) {
+          const int8_t* b_tiles = a.kq_tiles + (t * n_chunks + (kb0 + j) * kChunksPerBlock) * kTileBytes;
+          const int8_t* h = w.h + j * kChunksPerBlock * kTileBytes;
+          const int8_t* l = w.l + j * kChunksPerBlock * kTileBytes;
+          _tile_zero(0);
+          _tile_zero(1);
+          for (int c = 0; c < kChunksPerBlock; c += 2) {
+            _tile_loadd(2, b_tiles + c * kTileBytes, 64);
+            _tile_loadd(3, h + c * kTileBytes, 64);
+            _tile_loadd(4, l + c * kTileBytes, 64);
+            _tile_dpbssd(0, 3, 2);
+            _tile_dpbssd(1, 4, 2);
+            _tile_loadd(5, b_tiles + (c + 1) * kTileBytes, 64);
+            _tile_loadd(6, h + (c + 1) * kTileBytes, 64);
+            _tile_loadd(7, l + (c + 1) * kTileBytes, 64);
+            _tile_dpbssd(0, 6, 5);
+            _tile_dpbssd(1, 7, 5);
+          }
+          int32_t* slot = c_ring + (j % kRing) * 2 * kRows * kRows;
+          _tile_stored(0, slot, 64);
+          _tile_stored(1, slot + kRows * kRows, 64);
+        };
+        // The order's float steps for block j (kquant_kernels.h).
+        auto accumulate = [&](int64_t j) {
+          const int32_t* ch = c_ring + (j % kRing) * 2 * kRows * kRows;
+          const int32_t* cl = ch + kRows * kRows;
+          const int64_t kb = kb0 + j;
+          const __m512 d_x = _mm512_loadu_ps(a.kd_tiles + (t * nkb + kb) * kRows);
+          const int32_t* bsum_pairs = a.kbsum_tiles + (t * nkb + kb) * 4 * kRows;
+          for (int i = 0; i < kRows; ++i) {
+            const __m512i s1 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + 16 * i), 6),
+                                                _mm512_load_si512(cl + 16 * i));
+            __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(w.d[j * kRows + i]));
+            if constexpr (kHasMin<T>) {
+              __m512i s2 = _mm512_setzero_si512();
+              for (int k = 0; k < 4; ++k) {
+                s2 = _mm512_dpwssd_epi32(s2, _mm512_loadu_si512(bsum_pairs + k * kRows),
+                                         _mm512_set1_epi32(w.mins[(j * 4 + k) * kRows + i]));
+              }
+              tv = _mm512_fnmadd_ps(_mm512_set1_ps(w.dmin[j * kRows + i]), _mm512_cvtepi32_ps(s2), tv);
+            }
+            acc[i] = _mm512_fmadd_ps(tv, d_x, acc[i]);
+          }
+        };
+        multiply(0);
+        for (int64_t j = 0; j < len; ++j) {
+          if (j + 1 < len) multiply(j + 1);
+          accumulate(j);
+        }
+        if (!last) {
+          for (int i = 0; i < kRows; ++i) _mm512_store_ps(saved + (t * kRows + i) * 16, acc[i]);
+          continue;
+        }
+        const int64_t rows = std::min<int64_t>(kRows, a.n_rows - t * kRows);
+        const __mmask16 row_mask = static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1);
+        float* y_tile = y + t * kRows * static_cast<int64_t>(y_stride) + o;
+        for (int i = 0; i < n; ++i) {
+          _mm512_mask_i32scatter_ps(y_tile + i, row_mask, lane_rows, acc[i], 4);
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+namespace qmm {
+Kernel KQuantAmxKernel(DType t) {
+  switch (t) {
+    case DType::kQ4_K:
+      return &KTileKernel<DType::kQ4_K>;
+    case DType::kQ5_K:
+      return &KTileKernel<DType::kQ5_K>;
+    case DType::kQ6_K:
+      return &KTileKernel<DType::kQ6_K>;
+    default:
+      return nullptr;
+  }
+}
+
+void ArrangeKTiles(Acts& acts, std::vector<int8_t>* kq_tiles, std::vector<float>* kd_tiles,
+                   std::vector<int32_t>* kbsum_tiles) {
+  const int64_t n_tiles = (acts.n_rows + kRows - 1) / kRows, nkb = acts.n_kblocks;
+  const int64_t n_chunks = acts.n_in / 64;
+  kq_tiles->assign(static_cast<size_t>(n_tiles * kRows * acts.n_in), 0);
+  kd_tiles->assign(static_cast<size_t>(n_tiles * nkb * kRows), 0.0f);
+  kbsum_tiles->assign(static_cast<size_t>(n_tiles * nkb * 4 * kRows), 0);
+  for (int64_t r = 0; r < acts.n_rows; ++r) {
+    const int64_t t = r / kRows, n = r % kRows;
+    const int8_t* q = acts.kq + r * acts.n_in;
+    // B tile (t, chunk c): row k holds elements 64c + 4k .. + 3 of the 16
+    // activation rows, 4 bytes each.
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      int8_t* tile = kq_tiles->data() + (t * n_chunks + c) * kTileBytes;
+      for (int k = 0; k < 16; ++k) std::memcpy(tile + k * 64 + 4 * n, q + 64 * c + 4 * k, 4);
+    }
+    for (int64_t kb = 0; kb < nkb; ++kb) {
+      (*kd_tiles)[static_cast<size_t>((t * nkb + kb) * kRows + n)] = acts.kd[r * nkb + kb];
+      // Sums of the 32-element sub-blocks 2k and 2k + 1 as an int16 pair.
+      const int16_t* bs = acts.kbsum + (r * nkb + kb) * 16;
+      for (int k = 0; k < 4; ++k) {
+        const int32_t s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
+        (*kbsum_tiles)[static_cast<size_t>(((t * nkb + kb) * 4 + k) * kRows + n)] =
+            static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(s0)) |
+                                 (static_cast<uint32_t>(static_cast<uint16_t>(s1)) << 16));
+      }
+    }
+  }
+  acts.kq_tiles = kq_tiles->data();
+  acts.kd_tiles = kd_tiles->data();
+  acts.kbsum_tiles = kbsum_tiles->data();
+}
+}  // namespace qmm
+}  // namespace llm
+
+#pragma GCC diagnostic pop
