@@ -161,6 +161,31 @@ void UnpackRow(const typename BlockOf<T>::type& b, int row, const Weights& w, in
   }
 }
 
+// r[i][j] -> r[j][i] for a 16 x 16 f32 matrix held as 16 rows.
+inline void Transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {  // lane L of t[2k]: r2k[4L], r2k+1[4L], r2k[4L+1], r2k+1[4L+1]
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // lane L of u[4k + m]: element 4L + m of rows 4k .. 4k + 3
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; ++m) {  // column 4L + m = lane L of u[m], u[4 + m], u[8 + m], u[12 + m]
+    const __m512 a0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+    const __m512 a1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    const __m512 a2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+    const __m512 a3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    r[m] = _mm512_shuffle_f32x4(a0, a2, 0x88);
+    r[8 + m] = _mm512_shuffle_f32x4(a0, a2, 0xDD);
+    r[4 + m] = _mm512_shuffle_f32x4(a1, a3, 0x88);
+    r[12 + m] = _mm512_shuffle_f32x4(a1, a3, 0xDD);
+  }
+}
+
 // W: GGUF rows (row o at W + o * row_bytes); o_begin a multiple of 16.
 template <DType T>
 void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
@@ -186,13 +211,10 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
                     64 + 2 * kChunk * kChunksPerBlock * kTileBytes + kRing * 2 * kRows * kRows * 4 +
                         kChunk * kRows * 4 * 6,
                 "kAmxKScratchFloats too small");
-  const __m512i lane_rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
-                                                                 5, 4, 3, 2, 1, 0),
-                                               _mm512_set1_epi32(static_cast<int32_t>(y_stride)));
 
   LoadTileConfig();
   for (int64_t o = o_begin; o < o_end; o += kRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));
+    const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));  // live weight rows
     for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
       const int64_t len = std::min(kChunk, nkb - kb0);
       for (int r = 0; r < kRows; ++r) {  // rows past o_end repeat the last (never stored)
@@ -261,11 +283,13 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
           for (int i = 0; i < kRows; ++i) _mm512_store_ps(saved + (t * kRows + i) * 16, acc[i]);
           continue;
         }
+        // acc row i holds weight row o + i across the tile's activation
+        // rows: transposed, each activation row's 16 outputs are one store.
+        Transpose16x16(acc);
         const int64_t rows = std::min<int64_t>(kRows, a.n_rows - t * kRows);
-        const __mmask16 row_mask = static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1);
-        float* y_tile = y + t * kRows * static_cast<int64_t>(y_stride) + o;
-        for (int i = 0; i < n; ++i) {
-          _mm512_mask_i32scatter_ps(y_tile + i, row_mask, lane_rows, acc[i], 4);
+        const __mmask16 mask = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          _mm512_mask_storeu_ps(y + (t * kRows + r) * static_cast<int64_t>(y_stride) + o, mask, acc[r]);
         }
       }
     }
