@@ -169,11 +169,17 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
     any_q8k |= qmm::UsesQ8KActs(outputs[i].wtype);
   }
-  // Q4_0 / Q8_0 batches on AMX (quant_matmul_kernels.h).
-  // The K-quant AMX kernel computes the tiled order, which applies from
+  // Batches on AMX (quant_matmul_kernels.h): Q4_0 / Q8_0 and the K-quants
+  // that have an AMX kernel, whose activations are then also arranged in
+  // tiles. The K-quant one computes the tiled order, which applies from
   // kTiledMinRows rows on.
   static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
   const bool amx = n_rows >= qmm::kAmxMinRows && !batch_invariant && AmxActive();
+  bool amx_q = false, amx_k = false;
+  for (int i = 0; amx && i < n_outputs; ++i) {
+    amx_q |= qmm::AmxKernel(outputs[i].wtype, false) != nullptr;
+    amx_k |= qmm::KQuantAmxKernel(outputs[i].wtype) != nullptr;
+  }
   std::vector<int8_t> q, q_tiles;
   std::vector<float> ds, d_tiles;
   qmm::BiasBuffers biases;
@@ -192,7 +198,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
-    if (amx) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
+    if (amx_q) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
   }
   // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
   // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
@@ -220,7 +226,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.kd = kd.data();
     acts.kbsum = kbsum.data();
     acts.n_kblocks = nkb;
-    if (amx) qmm::ArrangeKTiles(acts, &kq_tiles, &kd_tiles, &kbsum_tiles);
+    if (amx_k) qmm::ArrangeKTiles(acts, &kq_tiles, &kd_tiles, &kbsum_tiles);
   }
   const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
