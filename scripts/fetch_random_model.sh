@@ -7,7 +7,8 @@
 # Usage: scripts/fetch_random_model.sh [SHAPE [TYPE]]
 #   SHAPE: 1b (default; TinyLlama shapes), smollm2, 3b
 #   TYPE:  q4_0 (default), q4_1, q8_0, f16, q4_k_m, q6_k (the K-quant types
-#          need llama-cpp-python, whose quantizer makes them)
+#          need llama-cpp-python, whose quantizer makes them, or a
+#          llama-quantize binary named by $LLM_LLAMA_QUANTIZE)
 # The default, 1b q4_0, is ~622 MB and takes about 30 s and 1.2 GB of memory;
 # 3b takes a few minutes and up to ~5 GB.
 set -euo pipefail
@@ -20,6 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 if [ ! -s "$model" ]; then
   echo "fetch_random_model: generating $model" >&2
-  python3 "$here/../tools/make_random_llama.py" --shape "$shape" --type "$type" "$model" >&2
+  python3 "$here/../tools/make_random_llama.py" --shape "$shape" --type "$type" \
+    ${LLM_LLAMA_QUANTIZE:+--llama-quantize "$LLM_LLAMA_QUANTIZE"} "$model" >&2
 fi
 echo "$model"

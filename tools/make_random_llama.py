@@ -23,8 +23,10 @@ Types (--type): every 2-D matrix (token_embd and output included) in
   f16               numpy's float16;
   q4_k_m, q6_k      an f16 file made as above, then llama.cpp's own quantizer
                     (llama_cpp.llama_model_quantize from llama-cpp-python, the
-                    reference implementation), so the file mixes types as real
-                    Q4_K_M files do.
+                    reference implementation; or, with --llama-quantize PATH,
+                    a llama-quantize binary of the same llama.cpp, e.g. built
+                    next to bench/compare_llamacpp.sh's llama-bench), so the
+                    file mixes types as real Q4_K_M files do.
 Norms are F32 = 1.0. Matrices ~ N(0, 0.02) from numpy's PCG64 seeded with
 SEED, so activations stay finite through every layer; the first matrix is
 dequantized again and its error bounded.
@@ -39,6 +41,7 @@ Usage: python3 tools/make_random_llama.py [--shape S] [--type T] [OUT_PATH]
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -143,8 +146,14 @@ def write_model(path, shape, qtype, ftype):
     return n_params
 
 
-def requantize(src, dst, llama_ftype):
+def requantize(src, dst, llama_ftype, llama_quantize=None):
     """llama.cpp's quantizer (the reference implementation's) on an f16 file."""
+    if llama_quantize:
+        name = {15: "Q4_K_M", 18: "Q6_K"}[llama_ftype]
+        rc = subprocess.run([llama_quantize, src, dst, name, "2"], stdout=subprocess.DEVNULL).returncode
+        if rc != 0:
+            raise SystemExit(f"{llama_quantize} {src} {dst} {name} failed: {rc}")
+        return
     import llama_cpp  # only needed for K-quant files
 
     params = llama_cpp.llama_model_quantize_default_params()
@@ -159,6 +168,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="1b")
     ap.add_argument("--type", choices=sorted(TYPES), default="q4_0")
+    ap.add_argument("--llama-quantize", metavar="PATH",
+                    help="llama.cpp's llama-quantize binary for the K-quant types "
+                         "(default: llama-cpp-python's llama_model_quantize)")
     ap.add_argument("out", nargs="?")
     args = ap.parse_args()
     cache = os.environ.get("LLM_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "libllm"))
@@ -173,7 +185,7 @@ def main():
         f16 = out + ".f16.tmp"
         try:
             n = write_model(f16, args.shape, qtype, ftype)
-            requantize(f16, tmp, llama_ftype)
+            requantize(f16, tmp, llama_ftype, args.llama_quantize)
         finally:
             if os.path.exists(f16):
                 os.remove(f16)

@@ -50,20 +50,6 @@ constexpr int kRing = 2;                    // C pairs in flight (one block ahea
 template <DType T>
 constexpr bool kHasMin = T == DType::kQ4_K || T == DType::kQ5_K;
 
-template <DType T>
-struct BlockOf;
-template <>
-struct BlockOf<DType::kQ4_K> {
-  using type = BlockQ4_K;
-};
-template <>
-struct BlockOf<DType::kQ5_K> {
-  using type = BlockQ5_K;
-};
-template <>
-struct BlockOf<DType::kQ6_K> {
-  using type = BlockQ6_K;
-};
 
 // One chunk of kChunk blocks of 16 weight rows, unpacked.
 struct Weights {
@@ -100,7 +86,7 @@ inline void SplitStore(__m512i w, int8_t* h, int8_t* l) {
 
 // Row `row` (0..15) of block `blk` into w (b: this block's Weights offsets).
 template <DType T>
-void UnpackRow(const typename BlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
+void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
   int8_t* h = w.h + blk * kChunksPerBlock * kTileBytes + row * 64;
   int8_t* l = w.l + blk * kChunksPerBlock * kTileBytes + row * 64;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -190,7 +176,7 @@ inline void Transpose16x16(__m512 r[16]) {
 template <DType T>
 void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
                  float* y, size_t y_stride, float* scratch) {
-  using Block = typename BlockOf<T>::type;
+  using Block = typename KBlockOf<T>::type;
   const int64_t nkb = a.n_kblocks;
   const int64_t n_tiles = (a.n_rows + kRows - 1) / kRows;
   const int64_t n_chunks = a.n_in / 64;

@@ -100,32 +100,6 @@ inline float TiledStep(int32_t s1, int32_t s2, float dw, float dmin, float yd, f
 template <DType T>
 constexpr bool kSignedK = T == DType::kQ3_K || T == DType::kIQ4_XS;
 
-template <DType T>
-struct KBlockOf;
-template <>
-struct KBlockOf<DType::kQ2_K> {
-  using type = BlockQ2_K;
-};
-template <>
-struct KBlockOf<DType::kQ3_K> {
-  using type = BlockQ3_K;
-};
-template <>
-struct KBlockOf<DType::kQ4_K> {
-  using type = BlockQ4_K;
-};
-template <>
-struct KBlockOf<DType::kQ5_K> {
-  using type = BlockQ5_K;
-};
-template <>
-struct KBlockOf<DType::kQ6_K> {
-  using type = BlockQ6_K;
-};
-template <>
-struct KBlockOf<DType::kIQ4_XS> {
-  using type = BlockIQ4_XS;
-};
 
 inline __m256i Load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

@@ -72,28 +72,6 @@ constexpr __mmask32 kHigh16 = 0xFFFF0000u;
 // Upper half in bytes: lanes 32..63.
 constexpr __mmask64 kHigh8 = 0xFFFFFFFF00000000ull;
 
-template <DType T>
-struct BlockOf;
-template <>
-struct BlockOf<DType::kQ2_K> {
-  using type = BlockQ2_K;
-};
-template <>
-struct BlockOf<DType::kQ3_K> {
-  using type = BlockQ3_K;
-};
-template <>
-struct BlockOf<DType::kQ4_K> {
-  using type = BlockQ4_K;
-};
-template <>
-struct BlockOf<DType::kQ5_K> {
-  using type = BlockQ5_K;
-};
-template <>
-struct BlockOf<DType::kQ6_K> {
-  using type = BlockQ6_K;
-};
 
 // One weight block, unpacked into 4 registers of 64 u8 weights (w[2m] and
 // w[2m + 1] are multiplied together, see Accumulate) and 2 registers of
@@ -163,7 +141,7 @@ LLM_KQ5_INLINE __m512i PairIndex(Lo lo, Hi hi) {
 }
 
 template <DType T>
-LLM_KQ5_INLINE void Unpack(const typename BlockOf<T>::type& b, Unpacked* u) {
+LLM_KQ5_INLINE void Unpack(const typename KBlockOf<T>::type& b, Unpacked* u) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
     u->d = F16(b.d);
@@ -475,7 +453,7 @@ constexpr int64_t kPrefetchBlocks = 8;
 template <DType T, int R>
 LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
                                int64_t row, float* y) {
-  using Block = typename BlockOf<T>::type;
+  using Block = typename KBlockOf<T>::type;
   const Block* blocks[R];
   State st[R];
   for (int r = 0; r < R; ++r) {
@@ -512,7 +490,7 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
 template <DType T, int R, bool Tiled>
 LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
                               int64_t rb, int64_t nr, float* y, size_t y_stride) {
-  using Block = typename BlockOf<T>::type;
+  using Block = typename KBlockOf<T>::type;
   const Block* blocks[R];
   State st[R][kRowBlock];
   for (int j = 0; j < R; ++j) {
@@ -544,7 +522,7 @@ LLM_KQ5_INLINE void BatchStep(const char* W, size_t row_bytes, int64_t o, const 
 template <DType T, int R>
 LLM_KQ5_INLINE void BatchStepTiled(const char* W, size_t row_bytes, int64_t o, const qmm::Acts& a,
                                    int64_t rb, int64_t nr, float* y, size_t y_stride) {
-  using Block = typename BlockOf<T>::type;
+  using Block = typename KBlockOf<T>::type;
   constexpr int G = 8 / R;  // activation rows per group of 8 pairs
   const Block* blocks[R];
   State st[R];                           // only tacc of the tails' pairs is used

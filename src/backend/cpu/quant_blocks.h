@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace llm {
 
 constexpr size_t kQK4_0 = 32;  // elements per Q4_0 block
@@ -181,5 +183,34 @@ inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
     *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
 }
+
+// The GGUF block of a type with Q8_K activations (the K-quants, IQ4_XS), for
+// kernels templated on the type.
+template <DType T>
+struct KBlockOf;
+template <>
+struct KBlockOf<DType::kQ2_K> {
+  using type = BlockQ2_K;
+};
+template <>
+struct KBlockOf<DType::kQ3_K> {
+  using type = BlockQ3_K;
+};
+template <>
+struct KBlockOf<DType::kQ4_K> {
+  using type = BlockQ4_K;
+};
+template <>
+struct KBlockOf<DType::kQ5_K> {
+  using type = BlockQ5_K;
+};
+template <>
+struct KBlockOf<DType::kQ6_K> {
+  using type = BlockQ6_K;
+};
+template <>
+struct KBlockOf<DType::kIQ4_XS> {
+  using type = BlockIQ4_XS;
+};
 
 }  // namespace llm
