@@ -47,7 +47,10 @@ class ThreadPool;
 //     per block, acc = fma(f32(d_w) * d_x, float(sum), acc) -- the per-block
 //     order of llama.cpp's repacked and AMX batch kernels rather than
 //     ggml's vec_dot (8 partial sums per block), so these outputs differ
-//     from the one-row ones by f32 rounding only.
+//     from the one-row ones by f32 rounding only. Q4_1 stays on the vec_dot
+//     order: SmolLM2-135M-Instruct (Q4_1) moved by 0.19 mean |logit| with the
+//     per-block one (the teacher-forced limit is 0.1). The AMX K-quant kernel
+//     (Q4_K, Q5_K, Q6_K) keeps the tiled order below bit for bit.
 // Determinism: each y[r][o] is computed by a fixed sequence of operations
 // that depends only on n_in, the SIMD level (and AMX) and the data -- never
 // on the thread count or how rows are split, and never on n_rows except
@@ -55,7 +58,8 @@ class ThreadPool;
 // IQ4_NL with n_rows == 1 sums its blocks as ggml's one-row vec_dot does
 // (two accumulators), other row counts as llama.cpp's batch GEMM (one
 // accumulator); the K-quants take llama.cpp's tiled order in products of 8+
-// rows (kquant_kernels.h); Q4_0 / Q8_0 the AMX order above. The scalar level gives the same bits on every CPU (ggml's
+// rows (kquant_kernels.h); Q4_0 and Q8_0 the AMX order above. The scalar
+// level gives the same bits on every CPU (ggml's
 // portable *_generic order); SIMD levels differ from it by rounding.
 // pool may be null (runs on the caller); work is split over whole output rows.
 // Thread-safe (no shared state besides the pool).
