@@ -20,7 +20,15 @@
 #   --llm PATH          the libllm CLI (default: build/llm)
 #   --rounds N          interleaved rounds (default 3)
 #   -t N, -p N, -n N    threads, prompt and generated tokens (default 2, 512, 128)
+#   --no-amx            build llama.cpp without its AMX code (-mno-amx-*, into
+#                       a separate directory): on the AMX host of BENCHMARKS.md
+#                       its AMX matmul crashes (SIGSEGV in
+#                       ggml_backend_amx_mul_mat), so it is compared with its
+#                       next best configuration, the default CPU repacking
 #   --build-only        build (or find) llama-bench, print its path, and stop
+# llama-quantize is built next to llama-bench: LLM_LLAMA_QUANTIZE=<it>
+# scripts/fetch_random_model.sh 1b q4_k_m makes the K-quant files without
+# llama-cpp-python.
 # Environment: LLM_CACHE_DIR (default ~/.cache/libllm) holds the build;
 # JOBS (default 2) compiler jobs; CMAKE_C(XX)_COMPILER_LAUNCHER (e.g. ccache)
 # are honoured by CMake.
@@ -32,7 +40,9 @@ root="$(cd "$here/.." && pwd)"
 SDIST_VERSION=0.3.36
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 cache="${LLM_CACHE_DIR:-$HOME/.cache/libllm}"
-workdir="$cache/llamacpp-$SDIST_VERSION-native"
+workdir="$cache/llamacpp-$SDIST_VERSION-native"   # the source, and the default build
+builddir="$workdir/build"
+extra_flags=""
 
 llama_bench=""
 sdist=""
@@ -54,7 +64,11 @@ while [ $# -gt 0 ]; do
     -p) n_prompt="$2"; shift 2 ;;
     -n) n_gen="$2"; shift 2 ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-amx)
+      builddir="$cache/llamacpp-$SDIST_VERSION-native-noamx"
+      extra_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+      shift ;;
+    -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "compare_llamacpp: unknown option $1" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
   esac
@@ -101,22 +115,24 @@ unpack_sdist() {
   fi
 }
 
-# Builds only llama-bench (static, native CPU backend only) into $workdir/build.
+# Builds llama-bench and llama-quantize (static, native CPU backend only)
+# into $builddir.
 build_llama_bench() {
-  local bin="$workdir/build/bin/llama-bench"
+  local bin="$builddir/bin/llama-bench"
   if [ -x "$bin" ]; then
     echo "$bin"
     return
   fi
   unpack_sdist
-  echo "compare_llamacpp: building llama-bench in $workdir/build (several minutes)" >&2
-  cmake -S "$workdir/src/vendor/llama.cpp" -B "$workdir/build" -DCMAKE_BUILD_TYPE=Release \
+  echo "compare_llamacpp: building llama-bench in $builddir (several minutes)" >&2
+  cmake -S "$workdir/src/vendor/llama.cpp" -B "$builddir" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    >"$workdir/cmake.log" 2>&1 || { tail -30 "$workdir/cmake.log" >&2; exit 1; }
-  cmake --build "$workdir/build" --target llama-bench -j "${JOBS:-2}" \
-    >"$workdir/build.log" 2>&1 || { tail -30 "$workdir/build.log" >&2; exit 1; }
+    -DCMAKE_C_FLAGS="$extra_flags" -DCMAKE_CXX_FLAGS="$extra_flags" \
+    >"$builddir.cmake.log" 2>&1 || { tail -30 "$builddir.cmake.log" >&2; exit 1; }
+  cmake --build "$builddir" --target llama-bench llama-quantize -j "${JOBS:-2}" \
+    >"$builddir.build.log" 2>&1 || { tail -30 "$builddir.build.log" >&2; exit 1; }
   echo "$bin"
 }
 
