@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
       builddir="$cache/llamacpp-$SDIST_VERSION-native-noamx"
       extra_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
       shift ;;
-    -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "compare_llamacpp: unknown option $1" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
   esac
