@@ -83,9 +83,9 @@ Features Detect() {
   return f;
 }
 
-// LLM_CPU_ISA=scalar|avx2|avx512 caps the level (and turns AMX off; "amx"
-// leaves both on) (never raises it: a level
-// the CPU lacks would fault). Unset, empty, "auto" or anything else: no cap.
+// LLM_CPU_ISA=scalar|avx2|avx512 caps the level (never raises it: a level
+// the CPU lacks would fault) and turns AMX off. Unset, empty, "auto", "amx"
+// or anything else: no cap, AMX as detected.
 std::optional<SimdLevel> IsaFromEnvironment() {
   const char* v = std::getenv("LLM_CPU_ISA");
   if (v == nullptr) return std::nullopt;
