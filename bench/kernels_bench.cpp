@@ -146,12 +146,12 @@ void BM_KQuantMatMul(benchmark::State& state, DType t) {
 }
 // 1B shapes (n_embd 2048, n_ff 8192): ffn_up one decode row and a 16-row
 // batch, ffn_down 16 rows; 1 thread; every level; a 128-row prefill chunk.
-#define LLM_KQUANT_BENCH(name, type)                                                  \
-  BENCHMARK_CAPTURE(BM_KQuantMatMul, name, type)                                      \
-      ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2, 3}})                     \
-      ->ArgsProduct({{8192}, {2048}, {128}, {1}, {2, 3}})                             \
-      ->Args({2048, 8192, 16, 1, 1})                                                  \
-      ->Args({2048, 8192, 16, 1, 2})                                                  \
+#define LLM_KQUANT_BENCH(name, type)                              \
+  BENCHMARK_CAPTURE(BM_KQuantMatMul, name, type)                  \
+      ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2, 3}}) \
+      ->ArgsProduct({{8192}, {2048}, {128}, {1}, {2, 3}})         \
+      ->Args({2048, 8192, 16, 1, 1})                              \
+      ->Args({2048, 8192, 16, 1, 2})                              \
       ->UseRealTime()
 LLM_KQUANT_BENCH(Q4_K, DType::kQ4_K);
 LLM_KQUANT_BENCH(Q5_K, DType::kQ5_K);
@@ -221,8 +221,8 @@ void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  const bool amx = AmxActive() && n_rows >= qmm::kAmxMinRows &&
-                   (t == DType::kQ4_0 || t == DType::kQ8_0);
+  const bool amx =
+      AmxActive() && n_rows >= qmm::kAmxMinRows && (t == DType::kQ4_0 || t == DType::kQ8_0);
   state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (amx ? "+amx" : "") +
                  (use_packed ? " packed" : ""));
   // Multiply-adds per second (a prefill pass's rate, 2 ops each).

@@ -19,10 +19,10 @@
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
 #include "tests/backend/kernel_test_util.h"
@@ -456,7 +456,8 @@ TEST(QuantMatMulTest, AmxKernelMatchesItsPerBlockOrderBitForBit) {
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
       const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
       for (int64_t n_rows : {qmm::kAmxMinRows, int64_t{16}, int64_t{17}, int64_t{45}}) {
-        SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) + " n_rows=" + std::to_string(n_rows));
+        SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) +
+                     " n_rows=" + std::to_string(n_rows));
         const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
         std::vector<int8_t> q(static_cast<size_t>(n_in));
         std::vector<float> ds(static_cast<size_t>(2 * nb));

@@ -41,23 +41,22 @@
 namespace llm {
 namespace {
 
-constexpr int kRows = 16;                   // weight rows per A tile, activation rows per B tile
-constexpr int kChunksPerBlock = 4;          // 64-element K chunks per 256-block
-constexpr int64_t kTileBytes = 16 * 64;     // every tile here is 16 rows x 64 bytes
+constexpr int kRows = 16;                // weight rows per A tile, activation rows per B tile
+constexpr int kChunksPerBlock = 4;       // 64-element K chunks per 256-block
+constexpr int64_t kTileBytes = 16 * 64;  // every tile here is 16 rows x 64 bytes
 constexpr int64_t kChunk = qmm::kAmxKChunkBlocks;  // 256-blocks unpacked at once
-constexpr int kRing = 2;                    // C pairs in flight (one block ahead)
+constexpr int kRing = 2;                           // C pairs in flight (one block ahead)
 
 template <DType T>
 constexpr bool kHasMin = T == DType::kQ4_K || T == DType::kQ5_K;
 
-
 // One chunk of kChunk blocks of 16 weight rows, unpacked.
 struct Weights {
-  int8_t* h;       // [block][chunk c][row][64]: H of w'
-  int8_t* l;       // the same for L
-  float* d;        // [block][row]
-  float* dmin;     // [block][row]
-  int32_t* mins;   // [block][pair k][row]: (min_2k, min_2k+1) as two int16
+  int8_t* h;      // [block][chunk c][row][64]: H of w'
+  int8_t* l;      // the same for L
+  float* d;       // [block][row]
+  float* dmin;    // [block][row]
+  int32_t* mins;  // [block][pair k][row]: (min_2k, min_2k+1) as two int16
 };
 
 void LoadTileConfig() {
@@ -111,8 +110,8 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks 8hf + 2q, + 1
         const int e0 = 128 * hf + 32 * q;
         const __m512i codes = _mm512_sub_epi16(_mm512_cvtepu8_epi16(v[q]), _mm512_set1_epi16(32));
-        const __m512i scale = _mm512_inserti64x4(
-            _mm512_set1_epi16(b.scales[e0 / 16]), _mm256_set1_epi16(b.scales[e0 / 16 + 1]), 1);
+        const __m512i scale = _mm512_inserti64x4(_mm512_set1_epi16(b.scales[e0 / 16]),
+                                                 _mm256_set1_epi16(b.scales[e0 / 16 + 1]), 1);
         const int c = e0 / 64, off = e0 % 64;
         SplitStore(_mm512_mullo_epi16(codes, scale), h + c * kTileBytes + off,
                    l + c * kTileBytes + off);
@@ -124,11 +123,12 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
     uint8_t sc[8], m[8];
     for (int s = 0; s < 8; ++s) GetScaleMinK4(s, b.scales, &sc[s], &m[s]);
     for (int k = 0; k < 4; ++k) {
-      w.mins[(blk * 4 + k) * kRows + row] =
-          static_cast<int32_t>(static_cast<uint32_t>(m[2 * k]) | (static_cast<uint32_t>(m[2 * k + 1]) << 16));
+      w.mins[(blk * 4 + k) * kRows + row] = static_cast<int32_t>(
+          static_cast<uint32_t>(m[2 * k]) | (static_cast<uint32_t>(m[2 * k + 1]) << 16));
     }
     __m256i qh = _mm256_setzero_si256();
-    if constexpr (T == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    if constexpr (T == DType::kQ5_K)
+      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
     for (int c = 0; c < kChunksPerBlock; ++c) {
       // Chunk c: low nibbles of qs[32c ..] (sub-block 2c), then the high
       // ones (2c + 1); Q5_K adds 16 where bit 2c / 2c + 1 of qh[l] is set.
@@ -136,8 +136,10 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
       if constexpr (T == DType::kQ5_K) {
         const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
       }
       SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(sc[2 * c])),
                  h + c * kTileBytes, l + c * kTileBytes);
@@ -174,8 +176,8 @@ inline void Transpose16x16(__m512 r[16]) {
 
 // W: GGUF rows (row o at W + o * row_bytes); o_begin a multiple of 16.
 template <DType T>
-void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
-                 float* y, size_t y_stride, float* scratch) {
+void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+                 const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
   using Block = typename KBlockOf<T>::type;
   const int64_t nkb = a.n_kblocks;
   const int64_t n_tiles = (a.n_rows + kRows - 1) / kRows;
@@ -193,9 +195,9 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
   w.dmin = w.d + kChunk * kRows;
   w.mins = reinterpret_cast<int32_t*>(w.dmin + kChunk * kRows);
   float* saved = reinterpret_cast<float*>(w.mins + kChunk * 4 * kRows);
-  static_assert(qmm::kAmxKScratchFloats * 4 >=
-                    64 + 2 * kChunk * kChunksPerBlock * kTileBytes + kRing * 2 * kRows * kRows * 4 +
-                        kChunk * kRows * 4 * 6,
+  static_assert(qmm::kAmxKScratchFloats * 4 >= 64 + 2 * kChunk * kChunksPerBlock * kTileBytes +
+                                                   kRing * 2 * kRows * kRows * 4 +
+                                                   kChunk * kRows * 4 * 6,
                 "kAmxKScratchFloats too small");
 
   LoadTileConfig();
@@ -204,8 +206,8 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
     for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
       const int64_t len = std::min(kChunk, nkb - kb0);
       for (int r = 0; r < kRows; ++r) {  // rows past o_end repeat the last (never stored)
-        const Block* blocks = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(W) +
-                                                             std::min<int64_t>(o + r, o_end - 1) * row_bytes);
+        const Block* blocks = reinterpret_cast<const Block*>(
+            static_cast<const uint8_t*>(W) + std::min<int64_t>(o + r, o_end - 1) * row_bytes);
         for (int64_t j = 0; j < len; ++j) UnpackRow<T>(blocks[kb0 + j], r, w, j);
       }
       const bool first = kb0 == 0, last = kb0 + len == nkb;
@@ -217,7 +219,8 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
         // Block j: C_H, C_L over its 4 chunks, on two alternating sets of
         // A / B tile registers, stored into ring slot j % kRing.
         auto multiply = [&](int64_t j) {
-          const int8_t* b_tiles = a.kq_tiles + (t * n_chunks + (kb0 + j) * kChunksPerBlock) * kTileBytes;
+          const int8_t* b_tiles =
+              a.kq_tiles + (t * n_chunks + (kb0 + j) * kChunksPerBlock) * kTileBytes;
           const int8_t* h = w.h + j * kChunksPerBlock * kTileBytes;
           const int8_t* l = w.l + j * kChunksPerBlock * kTileBytes;
           _tile_zero(0);
@@ -246,8 +249,9 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
           const __m512 d_x = _mm512_loadu_ps(a.kd_tiles + (t * nkb + kb) * kRows);
           const int32_t* bsum_pairs = a.kbsum_tiles + (t * nkb + kb) * 4 * kRows;
           for (int i = 0; i < kRows; ++i) {
-            const __m512i s1 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + 16 * i), 6),
-                                                _mm512_load_si512(cl + 16 * i));
+            const __m512i s1 =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + 16 * i), 6),
+                                 _mm512_load_si512(cl + 16 * i));
             __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(w.d[j * kRows + i]));
             if constexpr (kHasMin<T>) {
               __m512i s2 = _mm512_setzero_si512();
@@ -255,7 +259,8 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
                 s2 = _mm512_dpwssd_epi32(s2, _mm512_loadu_si512(bsum_pairs + k * kRows),
                                          _mm512_set1_epi32(w.mins[(j * 4 + k) * kRows + i]));
               }
-              tv = _mm512_fnmadd_ps(_mm512_set1_ps(w.dmin[j * kRows + i]), _mm512_cvtepi32_ps(s2), tv);
+              tv = _mm512_fnmadd_ps(_mm512_set1_ps(w.dmin[j * kRows + i]), _mm512_cvtepi32_ps(s2),
+                                    tv);
             }
             acc[i] = _mm512_fmadd_ps(tv, d_x, acc[i]);
           }
@@ -275,7 +280,8 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
         const int64_t rows = std::min<int64_t>(kRows, a.n_rows - t * kRows);
         const __mmask16 mask = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
         for (int64_t r = 0; r < rows; ++r) {
-          _mm512_mask_storeu_ps(y + (t * kRows + r) * static_cast<int64_t>(y_stride) + o, mask, acc[r]);
+          _mm512_mask_storeu_ps(y + (t * kRows + r) * static_cast<int64_t>(y_stride) + o, mask,
+                                acc[r]);
         }
       }
     }

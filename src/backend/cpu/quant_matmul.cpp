@@ -14,9 +14,9 @@
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {

@@ -47,8 +47,8 @@ namespace {
 
 constexpr int kRows = rows16::kRows;  // activation rows per A tile = weight rows per B tile
 constexpr int64_t kChunkBlocks = qmm::kAmxChunkBlocks;
-constexpr int64_t kBTileBytes = 8 * 64;      // one block's B tile
-constexpr int64_t kATileBytes = kRows * 32;  // one block's A tile
+constexpr int64_t kBTileBytes = 8 * 64;        // one block's B tile
+constexpr int64_t kATileBytes = kRows * 32;    // one block's A tile
 constexpr int64_t kCTileInts = kRows * kRows;  // one block's C tile
 // Blocks the tile products run ahead of the float steps, and C slots.
 constexpr int64_t kAhead = 2;
@@ -111,7 +111,7 @@ void UnpackChunk(const uint8_t* qs, int64_t n_blocks, int8_t* b_tiles) {
 // qmm::ScratchFloats(n_in, n_rows) floats.
 template <DType T, bool kPacked>
 void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, const qmm::Acts& a,
-               float* y, size_t y_stride, float* scratch) {
+                float* y, size_t y_stride, float* scratch) {
   constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;  // rows16::Words(T)
   const int64_t nb = a.n_blocks;
   const int64_t n_tiles = (a.n_rows + kRows - 1) / kRows;
@@ -127,9 +127,9 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
   uint8_t* chunk_qs = base + kChunkBlocks * kBTileBytes + kRing * kCTileInts * 4;
   uint8_t* chunk_sc = chunk_qs + kChunkBlocks * kWords * 64;
   float* saved = reinterpret_cast<float*>(chunk_sc + kChunkBlocks * kRows * 2);
-  static_assert(qmm::kAmxScratchFloats * 4 >=
-                    64 + kChunkBlocks * kBTileBytes + kRing * kCTileInts * 4 + kChunkBlocks * 8 * 64 +
-                        kChunkBlocks * kRows * 2 + kRows * kRows * 4,
+  static_assert(qmm::kAmxScratchFloats * 4 >= 64 + kChunkBlocks * kBTileBytes +
+                                                  kRing * kCTileInts * 4 + kChunkBlocks * 8 * 64 +
+                                                  kChunkBlocks * kRows * 2 + kRows * kRows * 4,
                 "kAmxScratchFloats too small");
 
   LoadTileConfig();
@@ -214,7 +214,8 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
           continue;
         }
         const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_rows - m0));
-        for (int i = 0; i < rows; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * y_stride + o, mask, acc[i]);
+        for (int i = 0; i < rows; ++i)
+          _mm512_mask_storeu_ps(y + (m0 + i) * y_stride + o, mask, acc[i]);
       }
     }
   }

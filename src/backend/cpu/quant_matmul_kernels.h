@@ -103,8 +103,8 @@ constexpr int64_t kAmxScratchPerRow = 16;
 // batch_invariant); it reads Acts::kq_tiles / kd_tiles / kbsum_tiles. Its
 // scratch: kAmxKScratchFloats plus kAmxScratchPerRow per padded row.
 constexpr int64_t kAmxKChunkBlocks = 2;
-constexpr int64_t kAmxKScratchFloats = 16 + kAmxKChunkBlocks * 2 * 4 * 256 + 2 * 2 * 256 +
-                                       kAmxKChunkBlocks * 16 * 6;
+constexpr int64_t kAmxKScratchFloats =
+    16 + kAmxKChunkBlocks * 2 * 4 * 256 + 2 * 2 * 256 + kAmxKChunkBlocks * 16 * 6;
 
 // Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
 // whole tiles) and points acts at them.
