@@ -161,6 +161,53 @@ LLM_KQUANT_BENCH(Q3_K, DType::kQ3_K);
 LLM_KQUANT_BENCH(IQ4_XS, DType::kIQ4_XS);
 #undef LLM_KQUANT_BENCH
 
+// One decode row from memory: as BM_KQuantMatMul at one activation row, but
+// each iteration multiplies the next of enough copies of the matrix to fill
+// 2 GiB (over 4x this host's 480 MiB L3), so every weight byte comes from
+// DRAM as in a real decode, where the model is larger than the cache. Compare
+// bytes_per_second with BM_ReadBandwidth/<threads>. Args: n_out, n_in,
+// threads. The current SIMD level (AVX-512 here; LLM_CPU_ISA to force one).
+void BM_DecodeFromMemory(benchmark::State& state, DType t) {
+  const int64_t n_out = state.range(0), n_in = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const std::vector<uint8_t> one = RandomQuantWeights(t, n_out, n_in);
+  const size_t copies = ((size_t{2} << 30) + one.size() - 1) / one.size();
+  std::vector<uint8_t> w(copies * one.size());
+  for (size_t c = 0; c < copies; ++c)
+    std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+  std::vector<float> x(n_in), y(n_out);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  ThreadPool pool(threads);
+  const size_t rb = *RowBytes(t, n_in);
+  size_t c = 0;
+  for (auto _ : state) {
+    auto s = QuantMatMul(t, w.data() + c * one.size(), rb, n_out, n_in, x.data(), n_in, 1, y.data(),
+                         n_out, &pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(one.size()));
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+}
+// 1B shapes: ffn_up (n_in 2048; 1 and 2 threads), attn_k, attn_q and
+// ffn_down (n_in 8192), 2 threads. The K-quants: the types read as GGUF rows
+// (the rows16 types' one-row kernel reads the packed copy instead).
+#define LLM_DECODE_BENCH(name, type)                 \
+  BENCHMARK_CAPTURE(BM_DecodeFromMemory, name, type) \
+      ->ArgsProduct({{8192}, {2048}, {1, 2}})        \
+      ->Args({512, 2048, 2})                         \
+      ->Args({2048, 2048, 2})                        \
+      ->Args({2048, 8192, 2})                        \
+      ->UseRealTime()
+LLM_DECODE_BENCH(Q4_K, DType::kQ4_K);
+LLM_DECODE_BENCH(Q5_K, DType::kQ5_K);
+LLM_DECODE_BENCH(Q6_K, DType::kQ6_K);
+#undef LLM_DECODE_BENCH
+
 // The Q8_K activation quantizer alone, per level. Args: n (elements), level
 // (0 scalar, 1 AVX2, 2 AVX-512). Bytes = the f32 input.
 void BM_QuantizeQ8K(benchmark::State& state) {

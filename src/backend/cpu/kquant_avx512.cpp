@@ -444,10 +444,13 @@ constexpr int64_t kRowBlock = 32;
 // streams every weight from memory once, R rows (R streams) at a time, and
 // the hardware prefetcher alone left much of the bandwidth unused. Near a
 // row's end the prefetch moves on to the next step's rows (o + R ..), so
-// that no step starts cold (1B shape, 2 threads: 4 blocks within the row
-// only -> 8 blocks wrapping: Q4_K_M decode 22.4 -> 28.7 tokens/s, Q6_K
-// 18.2 -> 23; 16 blocks gave less).
-constexpr int64_t kPrefetchBlocks = 8;
+// that no step starts cold. Into L2 (prefetcht1): prefetcht0 made the
+// prefetches compete with the demand loads for L1's fill buffers. Measured
+// on the 1B shape, 2 threads, weights in anonymous memory (weight_buffer.h):
+// Q4_K 4 blocks ahead beat 8 and 16 (+2-4 %), Q6_K 8 beat 4 and 16; 8
+// Q4_K rows per step instead of 4 gained nothing.
+template <DType T>
+constexpr int64_t kPrefetchBlocks = T == DType::kQ6_K ? 8 : 4;
 
 // R weight rows o .. o + R - 1 against activation row `row`.
 template <DType T, int R>
@@ -469,11 +472,11 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
     for (int r = 0; r < R; ++r) {
       // (Past the matrix's last row this points beyond it: a prefetch never
       // faults.)
-      const int64_t ahead = i + kPrefetchBlocks;
+      const int64_t ahead = i + kPrefetchBlocks<T>;
       const char* p = ahead < a.n_kblocks
                           ? reinterpret_cast<const char*>(&blocks[r][ahead])
                           : W + (o + R + r) * row_bytes + (ahead - a.n_kblocks) * sizeof(Block);
-      for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+      for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
     }
     for (int r = 0; r < R; ++r) {
       Unpacked u;

@@ -385,7 +385,7 @@ void PlainRows16(const char* const* rows, const char* const* next, const float* 
     for (int r = 0; r < R; ++r) {
       if (next != nullptr) {
         for (int64_t b = 0; b < 32 * kElemBytes; b += 64) {
-          _mm_prefetch(next[r] + i * kElemBytes + b, _MM_HINT_T0);
+          _mm_prefetch(next[r] + i * kElemBytes + b, _MM_HINT_T1);
         }
       }
       acc0[r] = _mm512_fmadd_ps(Load16<T>(rows[r], i), x0, acc0[r]);

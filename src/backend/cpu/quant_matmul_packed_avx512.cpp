@@ -118,7 +118,7 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
       // (the groups are contiguous); a prefetch never faults.
       const char* ahead =
           reinterpret_cast<const char*>(g.qs) + b * kWordsOf<T> * 64 + kPrefetchBytes;
-      for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T0);
+      for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
     }
     __m512i w[kLaneGroups];
     LoadWords<T>(g.qs, b, w);
