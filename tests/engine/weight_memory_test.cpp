@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -130,13 +131,10 @@ TEST_P(WeightMemoryTest, RepackedMatricesAreNotReadFromTheMappingAndGiveTheSameL
   EXPECT_EQ(off.model->mapped_weight_bytes(), file.matrices);
   EXPECT_LT(off.model->weight_copy_bytes(), file.file / 10);
 
-  // (b) With it (AVX-512 hosts), only the embedding table (Embed reads its
-  // rows) is still read from the mapping; the copies replace the rest and
-  // are no larger than the file.
-  if (ActiveSimdLevel() != SimdLevel::kAvx512) {
-    EXPECT_EQ(on.model->mapped_weight_bytes(), file.matrices) << "no AVX-512: nothing is packed";
-    GTEST_SKIP() << "no AVX-512 on this CPU: the CPU backend does not repack";
-  }
+  // (b) With it, only the embedding table (Embed reads its rows) is still
+  // read from the mapping; the copies (the rows16 layout on AVX-512 hosts,
+  // else the rows as they are) replace the rest and are no larger than the
+  // file.
   EXPECT_EQ(on.model->mapped_weight_bytes(), file.embd);
   const uint64_t copied = on.model->weight_copy_bytes() - off.model->weight_copy_bytes();
   EXPECT_GE(copied, file.matrices - file.embd);  // every other matrix has a copy
@@ -145,15 +143,21 @@ TEST_P(WeightMemoryTest, RepackedMatricesAreNotReadFromTheMappingAndGiveTheSameL
             file.file + file.file / 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, WeightMemoryTest, ::testing::Values("Q4_0", "Q8_0"));
+// Q4_0 / Q8_0: rows16 copies (AVX-512); F16 and the K-quants: plain copies.
+INSTANTIATE_TEST_SUITE_P(Types, WeightMemoryTest,
+                         ::testing::Values("Q4_0", "Q8_0", "F16", "Q4_K", "Q6_K"));
 
-// A type the CPU backend does not repack (F16): everything is read in place,
-// nothing is copied but the norms.
-TEST(WeightMemoryLoadTest, UnpackedTypeIsReadInPlace) {
+// From a caller's buffer, which is never released, a plain copy would only
+// add memory: a type without a rows16 layout (F16) is read in place.
+TEST(WeightMemoryLoadTest, CallersBufferGetsNoPlainCopies) {
   const std::string path = TinyPath("F16");
   const FileBytes file = Measure(path);
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), file.file);
   RepackEnv env(true);
-  auto model = Model::LoadFile(path, ModelLoadOptions{});
+  auto model = Model::LoadMemory(bytes.data(), bytes.size(), ModelLoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->mapped_weight_bytes(), file.matrices);
   EXPECT_LT((*model)->weight_copy_bytes(), file.file / 10);

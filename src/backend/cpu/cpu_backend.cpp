@@ -186,34 +186,44 @@ void CpuBackend::Pack(WeightRecord& r) {
   const bool enabled = v == nullptr || std::strcmp(v, "0") != 0;
   r.pack_later = false;
   const Weight& m = r.matrix;
-  if (!enabled || ActiveSimdLevel() != SimdLevel::kAvx512 || !rows16::Supports(m.type) ||
-      m.n_in % 32 != 0) {
-    return;
-  }
+  if (!enabled) return;
+  const bool rows16_layout =
+      ActiveSimdLevel() == SimdLevel::kAvx512 && rows16::Supports(m.type) && m.n_in % 32 == 0;
+  // Every other matrix of a file mapping gets a plain copy of its rows
+  // (weight_buffer.h: decode reads it faster than the mapping). From a
+  // caller's buffer, which is never released, such a copy would only add
+  // memory.
+  if (!rows16_layout && !r.file_mapped) return;
+  const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes;
   try {
-    r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get());
-    r.matrix.packed = r.packed.data.get();
-    // The copy replaces the mapped rows in memory: only the copy stays
-    // resident (the rows fault back in if the kernels ever read them). A
-    // caller's buffer is only read, never released.
-    if (r.file_mapped) {
-      rows16::ReleaseMappedPages(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    if (rows16_layout) {
+      r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get());
+      r.matrix.packed = r.packed.data.get();
+    } else {
+      r.packed = CopyToWeightBuffer(m.data, bytes, pool_.get());
+      r.plain_copy = true;
     }
   } catch (...) {
     // Out of memory (or no thread to pack on): keep reading the mapping.
     r.packed = rows16::PackedBuffer();
     r.matrix.packed = nullptr;
+    return;
   }
+  // The copy replaces the mapped rows in memory: only the copy stays
+  // resident (the rows fault back in if anything ever reads them). A
+  // caller's buffer is only read, never released.
+  if (r.file_mapped) rows16::ReleaseMappedPages(r.matrix.data, bytes);
+  if (r.plain_copy) r.matrix.data = r.packed.data.get();
 }
 
 bool CpuBackend::ReadsSource(WeightId id) const {
   if (id.index < 0 || static_cast<size_t>(id.index) >= weights_.size()) return true;
   const WeightRecord& r = weights_[id.index];
-  // A norm vector is an f32 copy; a matrix with a rows16 copy is read only
+  // A norm vector is an f32 copy; a matrix with a copy is read only
   // through it. Embed reads the embedding table's rows from the mapping,
-  // packed (a tied output) or not.
+  // unless that copy is a plain one (a tied output), which it then reads.
   if (!r.vector.empty()) return false;
-  return r.packed.data == nullptr || r.embed_rows;
+  return r.packed.data == nullptr || (r.embed_rows && !r.plain_copy);
 }
 
 uint64_t CpuBackend::WeightCopyBytes() const {

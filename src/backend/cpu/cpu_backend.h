@@ -63,13 +63,16 @@ class CpuBackend : public Backend {
 
  private:
   struct WeightRecord {
-    Weight matrix;              // a matrix: points into the mapping
+    Weight matrix;              // a matrix: points into the mapping (or `packed`)
     std::vector<float> vector;  // a vector: dequantized to f32
-    // The matrix's rows16 copy (matrix.packed points into it), made at load,
-    // or at the first product for the token embedding table (which only a
-    // model with a tied output multiplies); none where packing does not
-    // apply or memory was short (the kernels then read the mapping).
+    // The matrix's copy, made at load, or at the first product for the token
+    // embedding table (which only a model with a tied output multiplies):
+    // the rows16 layout (matrix.packed points into it) where the AVX-512
+    // kernels have one, else, for a file mapping, the GGUF rows as they are
+    // (plain_copy; matrix.data points into it). None when LLM_CPU_REPACK=0
+    // or memory was short (the kernels then read the mapping).
     rows16::PackedBuffer packed;
+    bool plain_copy = false;
     bool pack_later = false;
     bool file_mapped = false;  // WeightSource::file_mapped: its pages may be dropped
     bool embed_rows = false;   // the embedding table: Embed reads its mapped rows
@@ -87,9 +90,9 @@ class CpuBackend : public Backend {
   // `width` (0: any width).
   float* Act(ActivationId id, int64_t width, absl::Status* status);
   const WeightRecord* FindWeight(WeightId id, absl::Status* status) const;
-  // Gives r its rows16 copy when packing applies (AVX-512 kernels active,
-  // Q4_0 / Q4_1 / Q8_0, LLM_CPU_REPACK not 0); without one when memory is
-  // short (never an error: the kernels read the mapping instead).
+  // Gives r its copy (see WeightRecord::packed) unless LLM_CPU_REPACK=0;
+  // without one when memory is short (never an error: the kernels read the
+  // mapping instead).
   void Pack(WeightRecord& r);
   // Packs weight id now if it was left for its first product.
   void PackIfDeferred(WeightId id);

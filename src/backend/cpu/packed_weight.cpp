@@ -137,16 +137,9 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
   }
 }
 
-void PackedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
-
 PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                         ThreadPool* pool) {
-  PackedBuffer buf;
-  buf.bytes = PackedBytes(t, n_out, n_in);
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  void* p = std::aligned_alloc(64, (buf.bytes + 63) / 64 * 64);
-  if (p == nullptr) throw std::bad_alloc();
-  buf.data.reset(static_cast<uint8_t*>(p));
+  PackedBuffer buf = AllocateWeightBuffer(PackedBytes(t, n_out, n_in));
   Pack(t, W, row_bytes, n_out, n_in, buf.data.get(), pool);
   return buf;
 }

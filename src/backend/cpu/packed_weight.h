@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/cpu/weight_buffer.h"
 #include "core/dtype.h"
 
 namespace llm {
@@ -73,14 +74,9 @@ bool PackGroupAvx512(const uint8_t* const rows[kRows], int64_t n_blocks, size_t 
                      size_t qs_offset, int words, int scales, uint8_t flip, uint8_t* qs,
                      uint8_t* sc);
 
-// A packed copy owned by the CPU backend (64-byte aligned).
-struct PackedBuffer {
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t, Free> data;
-  size_t bytes = 0;
-};
+// A packed copy owned by the CPU backend (weight_buffer.h: page-aligned,
+// huge pages where the host grants them).
+using PackedBuffer = WeightBuffer;
 // Allocates and packs; throws std::bad_alloc when memory is short.
 PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
                         ThreadPool* pool);
