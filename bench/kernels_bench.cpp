@@ -6,8 +6,8 @@
 
 #include <cstring>
 #include <optional>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/attention.h"
@@ -16,9 +16,10 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
 #include "core/half.h"
-#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {
@@ -268,8 +269,7 @@ void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  const bool amx =
-      AmxActive() && n_rows >= qmm::kAmxMinRows && (t == DType::kQ4_0 || t == DType::kQ8_0);
+  const bool amx = AmxActive() && n_rows >= qmm::kAmxMinRows && qmm::AmxKernel(t, use_packed);
   state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (amx ? "+amx" : "") +
                  (use_packed ? " packed" : ""));
   // Multiply-adds per second (a prefill pass's rate, 2 ops each).

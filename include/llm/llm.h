@@ -222,10 +222,11 @@ typedef struct llm_model_info {
   /* The load's memory (0 for a vocab_only model). mapped_weight_bytes: the
      bytes of the model file (or buffer) that inference reads in place, all
      made resident by the load. weight_copy_bytes: host memory the backend
-     holds as its own copies of weights (the CPU backend's repacked
-     matrices, f32 norm vectors); a copied weight's file pages are dropped
-     after the copy (llm_model_load; a caller's buffer is never touched), so
-     the two add up to about the file's weight bytes, never twice them.
+     holds as its own copies of weights (the CPU backend's matrices,
+     repacked or copied as they are, f32 norm vectors); a copied weight's
+     file pages are dropped after the copy (llm_model_load; a caller's
+     buffer is never touched), so the two add up to about the file's weight
+     bytes, never twice them.
      Both are as the load left them: a CPU model whose output is tied to
      its embedding table copies that table at the first forward pass (and
      drops its file pages then), which these do not count. */

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/amx_tile_config.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
@@ -60,13 +61,7 @@ struct Weights {
 };
 
 void LoadTileConfig() {
-  struct alignas(64) {
-    uint8_t palette_id = 1;
-    uint8_t start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } cfg;
+  AmxTileConfig cfg;
   // 0, 1: C for H and L (16 weight rows x 16 int32); 2 / 5: B (activations),
   // 3 / 6: A for H, 4 / 7: A for L, two sets for alternating chunks.
   for (int t = 0; t < 8; ++t) {

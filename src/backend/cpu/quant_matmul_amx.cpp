@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/amx_tile_config.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 
@@ -54,17 +55,9 @@ constexpr int64_t kCTileInts = kRows * kRows;  // one block's C tile
 constexpr int64_t kAhead = 2;
 constexpr int64_t kRing = 4;
 
-// Tile registers: 0 = C, 1 = A, 2 = B, and 3, 4, 5 likewise (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Tile registers: 0 = C, 1 = A, 2 = B, and 3, 4, 5 likewise.
 void LoadTileConfig() {
-  TileConfig cfg;
+  AmxTileConfig cfg;
   cfg.rows[0] = kRows;  // C: 16 activation rows x 16 int32 (one per weight row)
   cfg.colsb[0] = 64;
   cfg.rows[1] = kRows;  // A: 16 activation rows x one block's 32 int8
