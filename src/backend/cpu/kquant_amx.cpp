@@ -204,6 +204,17 @@ void KTileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end
         const Block* blocks = reinterpret_cast<const Block*>(
             static_cast<const uint8_t*>(W) + std::min<int64_t>(o + r, o_end - 1) * row_bytes);
         for (int64_t j = 0; j < len; ++j) UnpackRow<T>(blocks[kb0 + j], r, w, j);
+        // The row's next chunk (or, after its last, the next group's first
+        // chunk of the same row), into L2 while this chunk's tiles run: the
+        // unpack otherwise waits on each block's first line (a 16-row batch
+        // multiplies every weight once, straight from memory). Past the
+        // matrix's end this points beyond it: a prefetch never faults.
+        const uint8_t* next = kb0 + kChunk < nkb
+                                  ? reinterpret_cast<const uint8_t*>(blocks + kb0 + kChunk)
+                                  : static_cast<const uint8_t*>(W) + (o + kRows + r) * row_bytes;
+        for (size_t off = 0; off < kChunk * sizeof(Block); off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
+        }
       }
       const bool first = kb0 == 0, last = kb0 + len == nkb;
       for (int64_t t = 0; t < n_tiles; ++t) {
