@@ -1,5 +1,6 @@
 // A 2-D weight matrix as stored in the GGUF: n_out rows of n_in elements in
-// `type`, row o at data + o * row_bytes. Points into the mapping; never owns.
+// `type`, row o at data + o * row_bytes. Points into the mapping or into the
+// CPU backend's plain copy of those rows (weight_buffer.h); never owns.
 // packed: optionally the same matrix in the rows16 layout of the AVX-512
 // kernels (backend/cpu/packed_weight.h), owned by the CPU backend.
 #pragma once
