@@ -154,10 +154,11 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       // llama.cpp's tiled order in products of 8+ rows (kquant_kernels.h):
       // the batch-invariant mode keeps one order for every row count (the
       // tiled order's own thread and row-block invariance: kquant_test.cpp).
-      // On AMX, Q4_0 and Q8_0 batches of 8+ rows take the per-block order
-      // (AmxKernelMatchesItsPerBlockOrderBitForBit).
-      const bool amx_type = AmxActive() && (t == DType::kQ4_0 || t == DType::kQ8_0);
-      const bool bi = t == DType::kIQ4_NL || k_type || amx_type;
+      // At the AVX-512 level (VNNI or AMX), Q4_0 and Q8_0 batches of 8+ rows
+      // take the per-block order (PerBlockOrderKernelsMatchTheirModelBitForBit).
+      const bool block_order_type =
+          level == SimdLevel::kAvx512 && (t == DType::kQ4_0 || t == DType::kQ8_0);
+      const bool bi = t == DType::kIQ4_NL || k_type || block_order_type;
       const int64_t n_out = 301;  // > one parallel task, odd
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
@@ -211,9 +212,9 @@ TEST(QuantMatMulTest, SimdLevelsAgreeWithScalar) {
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kQ5_0,
-                  DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kQ5_0, DType::kQ5_1,
+                  DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                  DType::kQ6_K, DType::kIQ4_XS}) {
     const bool k_type = GetDTypeTraits(static_cast<uint32_t>(t))->block_elems == 256;
     const int64_t n_out = 64, n_in = k_type ? 256 * 3 : 32 * 9, n_rows = 2;
     const size_t rb = *RowBytes(t, n_in);
@@ -285,8 +286,8 @@ TEST(QuantMatMulTest, RejectsBadArguments) {
 // Non-finite activations propagate as NaN instead of turning into numbers.
 TEST(QuantMatMulTest, NonFiniteActivationsGiveNaN) {
   std::mt19937 rng(7);
-  for (DType t : {DType::kQ8_0, DType::kQ4_1, DType::kF32, DType::kQ5_1, DType::kQ4_K,
-                  DType::kQ6_K, DType::kIQ4_XS}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_1, DType::kF32, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K,
+                  DType::kIQ4_XS}) {
     const size_t rb = *RowBytes(t, 256);
     const std::vector<uint8_t> w = RandomWeights(rng, t, 2, 256, rb);
     std::vector<float> x = RandomVector(rng, 256);
@@ -317,11 +318,11 @@ TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
   ties[32] = -127.0f;
   rows.push_back(ties);
   std::vector<float> special(32 * 4, 0.0f);
-  special[5] = -0.0f;                                       // block 0: zeros and -0
+  special[5] = -0.0f;  // block 0: zeros and -0
   for (int j = 32; j < 64; ++j) special[j] = 0.25f * static_cast<float>(j);
-  special[40] = INFINITY;                                   // block 1: inf
+  special[40] = INFINITY;  // block 1: inf
   for (int j = 64; j < 96; ++j) special[j] = static_cast<float>(j);
-  special[70] = NAN;                                        // block 2: NaN
+  special[70] = NAN;                                                           // block 2: NaN
   for (int j = 96; j < 128; ++j) special[j] = -1e-3f * static_cast<float>(j);  // block 3
   rows.push_back(special);
   for (const std::vector<float>& x : rows) {
@@ -350,31 +351,32 @@ TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
       // three (the last one partial).
       const int64_t n_out = 17 + n_rows % 16;
       for (int64_t n_in : {int64_t{32 * 11}, 32 * (2 * qmm::kWideChunkBlocks + 11)}) {
-      const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
-      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
-      const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
-      std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
-      std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
-      for (int64_t r = 0; r < n_rows; ++r) {
-        qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
-                                 ds.data() + 2 * r * (n_in / 32));
-      }
-      qmm::Acts acts;
-      acts.x = x.data();
-      acts.x_stride = static_cast<size_t>(n_in);
-      acts.n_rows = n_rows;
-      acts.n_in = n_in;
-      acts.q = q.data();
-      acts.ds = ds.data();
-      acts.n_blocks = n_in / 32;
-      qmm::BiasBuffers biases;
-      qmm::SetBias(t, &acts, &biases);
-      std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()),
-          scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
-      qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
-      qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());
-      ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0)
-          << Name(t) << " n_rows " << n_rows << " n_in " << n_in;
+        const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
+        const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+        const std::vector<float> x =
+            RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
+        std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
+        std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
+        for (int64_t r = 0; r < n_rows; ++r) {
+          qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
+                                   ds.data() + 2 * r * (n_in / 32));
+        }
+        qmm::Acts acts;
+        acts.x = x.data();
+        acts.x_stride = static_cast<size_t>(n_in);
+        acts.n_rows = n_rows;
+        acts.n_in = n_in;
+        acts.q = q.data();
+        acts.ds = ds.data();
+        acts.n_blocks = n_in / 32;
+        qmm::BiasBuffers biases;
+        qmm::SetBias(t, &acts, &biases);
+        std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()),
+            scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
+        qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
+        qmm::Avx512Kernel(t)(w.data(), rb, 0, n_out, acts, y5.data(), n_out, scratch.data());
+        ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0)
+            << Name(t) << " n_rows " << n_rows << " n_in " << n_in;
       }
     }
   }
@@ -435,91 +437,106 @@ TEST(QuantMatMulTest, SharedEqualsSeparateCallsBitExact) {
   }
 }
 
-// The AMX batch kernel (quant_matmul_amx.cpp) against a scalar model of its
-// order, bit for bit: per output, acc = fma(f32(d_w) * d_x, float(S), acc)
-// over the 32-blocks in order, S the exact integer block sum. Through
-// QuantMatMul on the GGUF rows and QuantMatMulShared on the rows16 copy, for
-// row counts around the 16-row tile (partial tail tiles), a partial last
-// group of weight rows, one chunk of blocks or three (the last partial), 1
-// and 2 threads. With batch_invariant the batch keeps the one-row order.
-TEST(QuantMatMulTest, AmxKernelMatchesItsPerBlockOrderBitForBit) {
-  if (!AmxActive()) GTEST_SKIP() << "no AMX-INT8 here (or LLM_CPU_ISA turned it off)";
+// The per-block-order batch kernels -- AMX (quant_matmul_amx.cpp) where the
+// CPU has it, and the VNNI one (quant_matmul_blocks_avx512.cpp) -- against a
+// scalar model of the order, bit for bit: per output, acc = fma(f32(d_w) *
+// d_x, float(S), acc) over the 32-blocks in order, S the exact integer block
+// sum. Through QuantMatMul on the GGUF rows and QuantMatMulShared on the
+// rows16 copy, for row counts around the 16-row tile (partial tail tiles of
+// every piece size), a partial last group of weight rows, one chunk of
+// blocks or three (the last partial), 1 and 2 threads. With batch_invariant
+// the batch keeps the one-row order.
+TEST(QuantMatMulTest, PerBlockOrderKernelsMatchTheirModelBitForBit) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 level here";
+  std::vector<bool> amx_settings = {false};
+  if (AmxActive()) amx_settings.push_back(true);
+  struct AmxGuard {
+    ~AmxGuard() { SetAmxForTesting(std::nullopt); }
+  } amx_guard;
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   ThreadPool pool(2);
-  for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
-    for (int64_t n_in : {int64_t{32 * 7}, 32 * (2 * qmm::kAmxChunkBlocks + 5)}) {
-      const int64_t nb = n_in / 32;
-      const int64_t n_out = 37;
-      const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
-      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
-      const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
-      for (int64_t n_rows : {qmm::kAmxMinRows, int64_t{16}, int64_t{17}, int64_t{45}}) {
-        SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) +
-                     " n_rows=" + std::to_string(n_rows));
-        const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
-        std::vector<int8_t> q(static_cast<size_t>(n_in));
-        std::vector<float> ds(static_cast<size_t>(2 * nb));
-        std::vector<float> want(static_cast<size_t>(n_rows * n_out));
-        for (int64_t r = 0; r < n_rows; ++r) {
-          qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data(), ds.data());
-          for (int64_t o = 0; o < n_out; ++o) {
-            const uint8_t* row = w.data() + o * rb;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; ++b) {
-              int32_t sum = 0;
-              uint16_t d_bits;
-              if (t == DType::kQ4_0) {
-                BlockQ4_0 blk;
-                std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
-                d_bits = blk.d;
-                for (int e = 0; e < 32; ++e) {
-                  const int v = (e < 16 ? blk.qs[e] & 0x0F : blk.qs[e - 16] >> 4) - 8;
-                  sum += v * q[b * 32 + e];
+  for (const bool amx : amx_settings) {
+    SetAmxForTesting(amx);
+    SCOPED_TRACE(amx ? "AMX kernel" : "VNNI kernel");
+    for (DType t : {DType::kQ4_0, DType::kQ8_0}) {
+      for (int64_t n_in :
+           {int64_t{32 * 7},
+            32 * (2 * std::max(qmm::kAmxChunkBlocks, qmm::kBlockOrderChunkBlocks) + 5)}) {
+        const int64_t nb = n_in / 32;
+        const int64_t n_out = 37;
+        const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
+        const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+        const rows16::PackedBuffer packed =
+            rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+        for (int64_t n_rows :
+             {qmm::kBlockOrderMinRows, int64_t{16}, int64_t{17}, int64_t{31}, int64_t{45}}) {
+          SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) +
+                       " n_rows=" + std::to_string(n_rows));
+          const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
+          std::vector<int8_t> q(static_cast<size_t>(n_in));
+          std::vector<float> ds(static_cast<size_t>(2 * nb));
+          std::vector<float> want(static_cast<size_t>(n_rows * n_out));
+          for (int64_t r = 0; r < n_rows; ++r) {
+            qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data(), ds.data());
+            for (int64_t o = 0; o < n_out; ++o) {
+              const uint8_t* row = w.data() + o * rb;
+              float acc = 0.0f;
+              for (int64_t b = 0; b < nb; ++b) {
+                int32_t sum = 0;
+                uint16_t d_bits;
+                if (t == DType::kQ4_0) {
+                  BlockQ4_0 blk;
+                  std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
+                  d_bits = blk.d;
+                  for (int e = 0; e < 32; ++e) {
+                    const int v = (e < 16 ? blk.qs[e] & 0x0F : blk.qs[e - 16] >> 4) - 8;
+                    sum += v * q[b * 32 + e];
+                  }
+                } else {
+                  BlockQ8_0 blk;
+                  std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
+                  d_bits = blk.d;
+                  for (int e = 0; e < 32; ++e) sum += blk.qs[e] * q[b * 32 + e];
                 }
-              } else {
-                BlockQ8_0 blk;
-                std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
-                d_bits = blk.d;
-                for (int e = 0; e < 32; ++e) sum += blk.qs[e] * q[b * 32 + e];
+                const float scale = F16ToF32(d_bits) * ds[2 * b];
+                acc = std::fma(scale, static_cast<float>(sum), acc);
               }
-              const float scale = F16ToF32(d_bits) * ds[2 * b];
-              acc = std::fma(scale, static_cast<float>(sum), acc);
+              want[r * n_out + o] = acc;
             }
-            want[r * n_out + o] = acc;
           }
-        }
-        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> got(want.size(), NAN), got_packed(want.size(), NAN);
-          ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, got.data(),
-                                  n_out, p)
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> got(want.size(), NAN), got_packed(want.size(), NAN);
+            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows,
+                                    got.data(), n_out, p)
+                            .ok());
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+                << "GGUF rows";
+            QuantMatMulOutput out;
+            out.wtype = t;
+            out.W = w.data();
+            out.row_bytes = rb;
+            out.n_out = n_out;
+            out.y = got_packed.data();
+            out.y_stride = static_cast<size_t>(n_out);
+            out.packed = packed.data.get();
+            ASSERT_TRUE(QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, p).ok());
+            EXPECT_EQ(0, std::memcmp(got_packed.data(), want.data(), want.size() * sizeof(float)))
+                << "rows16 copy";
+          }
+          // batch_invariant: every row as a one-row call computes it.
+          std::vector<float> bi(want.size()), one(static_cast<size_t>(n_out));
+          ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, bi.data(),
+                                  n_out, &pool, true)
                           .ok());
-          EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
-              << "GGUF rows";
-          QuantMatMulOutput out;
-          out.wtype = t;
-          out.W = w.data();
-          out.row_bytes = rb;
-          out.n_out = n_out;
-          out.y = got_packed.data();
-          out.y_stride = static_cast<size_t>(n_out);
-          out.packed = packed.data.get();
-          ASSERT_TRUE(QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, p).ok());
-          EXPECT_EQ(0, std::memcmp(got_packed.data(), want.data(), want.size() * sizeof(float)))
-              << "rows16 copy";
-        }
-        // batch_invariant: every row as a one-row call computes it.
-        std::vector<float> bi(want.size()), one(static_cast<size_t>(n_out));
-        ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows, bi.data(),
-                                n_out, &pool, true)
-                        .ok());
-        for (int64_t r = 0; r < n_rows; r += 7) {
-          ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + r * n_in, n_in, 1,
-                                  one.data(), n_out, nullptr)
-                          .ok());
-          EXPECT_EQ(0, std::memcmp(one.data(), bi.data() + r * n_out, n_out * sizeof(float)))
-              << "row " << r;
+          for (int64_t r = 0; r < n_rows; r += 7) {
+            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data() + r * n_in, n_in, 1,
+                                    one.data(), n_out, nullptr)
+                            .ok());
+            EXPECT_EQ(0, std::memcmp(one.data(), bi.data() + r * n_out, n_out * sizeof(float)))
+                << "row " << r;
+          }
         }
       }
     }

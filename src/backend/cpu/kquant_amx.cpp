@@ -37,6 +37,7 @@
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/transpose16x16_avx512.h"
 #include "core/half.h"
 
 namespace llm {
@@ -141,31 +142,6 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * c + 1])),
                  h + c * kTileBytes + 32, l + c * kTileBytes + 32);
     }
-  }
-}
-
-// r[i][j] -> r[j][i] for a 16 x 16 f32 matrix held as 16 rows.
-inline void Transpose16x16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int k = 0; k < 8; ++k) {  // lane L of t[2k]: r2k[4L], r2k+1[4L], r2k[4L+1], r2k+1[4L+1]
-    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 4; ++k) {  // lane L of u[4k + m]: element 4L + m of rows 4k .. 4k + 3
-    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
-  for (int m = 0; m < 4; ++m) {  // column 4L + m = lane L of u[m], u[4 + m], u[8 + m], u[12 + m]
-    const __m512 a0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
-    const __m512 a1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
-    const __m512 a2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
-    const __m512 a3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
-    r[m] = _mm512_shuffle_f32x4(a0, a2, 0x88);
-    r[8 + m] = _mm512_shuffle_f32x4(a0, a2, 0xDD);
-    r[4 + m] = _mm512_shuffle_f32x4(a1, a3, 0x88);
-    r[12 + m] = _mm512_shuffle_f32x4(a1, a3, 0xDD);
   }
 }
 
@@ -311,8 +287,8 @@ Kernel KQuantAmxKernel(DType t) {
   }
 }
 
-void ArrangeKTiles(Acts& acts, std::vector<int8_t>* kq_tiles, std::vector<float>* kd_tiles,
-                   std::vector<int32_t>* kbsum_tiles) {
+void ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
+                   std::vector<float>* kd_tiles, std::vector<int32_t>* kbsum_tiles) {
   const int64_t n_tiles = (acts.n_rows + kRows - 1) / kRows, nkb = acts.n_kblocks;
   const int64_t n_chunks = acts.n_in / 64;
   kq_tiles->assign(static_cast<size_t>(n_tiles * kRows * acts.n_in), 0);
@@ -326,6 +302,11 @@ void ArrangeKTiles(Acts& acts, std::vector<int8_t>* kq_tiles, std::vector<float>
     for (int64_t c = 0; c < n_chunks; ++c) {
       int8_t* tile = kq_tiles->data() + (t * n_chunks + c) * kTileBytes;
       for (int k = 0; k < 16; ++k) std::memcpy(tile + k * 64 + 4 * n, q + 64 * c + 4 * k, 4);
+      if (biased) {  // q + 128 as u8 = q with its sign bit flipped
+        for (int k = 0; k < 16; ++k) {
+          for (int e = 0; e < 4; ++e) tile[k * 64 + 4 * n + e] ^= static_cast<int8_t>(0x80);
+        }
+      }
     }
     for (int64_t kb = 0; kb < nkb; ++kb) {
       (*kd_tiles)[static_cast<size_t>((t * nkb + kb) * kRows + n)] = acts.kd[r * nkb + kb];

@@ -67,7 +67,8 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // The F32/F16/BF16 scalar kernel: one converted row; the wide kernel: its
   // chunk and rows.
   const int64_t wide = kWideScratchFloats + kWideScratchPerRow * n_rows;
-  const int64_t amx = std::max(kAmxScratchFloats, kAmxKScratchFloats) +
+  const int64_t amx = std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
+                                kVnniKScratchFloats}) +
                       kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
   return std::max({n_in, wide, amx});
 }
@@ -93,6 +94,28 @@ void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
     }
   }
   acts->bias = bias.data();
+}
+
+void qmm::SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers) {
+  const int32_t offset = t == DType::kQ4_0 ? 8 : t == DType::kQ8_0 ? 128 : 0;
+  if (offset == 0) {
+    acts->block_bias = nullptr;
+    return;
+  }
+  std::vector<int32_t>& bias = offset == 8 ? buffers->block_bias8 : buffers->block_bias128;
+  if (bias.empty()) {
+    const int64_t n = acts->n_rows * acts->n_blocks;
+    bias.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < acts->n_rows; ++r) {
+      for (int64_t b = 0; b < acts->n_blocks; ++b) {
+        const int8_t* q = acts->q + r * acts->n_in + b * kActBlock;
+        int32_t sum = 0;
+        for (int e = 0; e < kActBlock; ++e) sum += q[e];
+        bias[static_cast<size_t>(r * acts->n_blocks + b)] = -offset * sum;
+      }
+    }
+  }
+  acts->block_bias = bias.data();
 }
 
 void qmm::ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles) {
@@ -173,12 +196,23 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // that have an AMX kernel, whose activations are then also arranged in
   // tiles. The K-quant one computes the tiled order, which applies from
   // kTiledMinRows rows on.
-  static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
+  static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows &&
+                qmm::kBlockOrderMinRows >= qmm::kTiledMinRows);
   const bool amx = n_rows >= qmm::kAmxMinRows && !batch_invariant && AmxActive();
-  bool amx_q = false, amx_k = false;
+  // Q4_0 / Q8_0 batches in the per-block order without AMX: the VNNI kernel
+  // with the AMX kernel's bits.
+  const bool block_order = n_rows >= qmm::kBlockOrderMinRows && !batch_invariant && !amx &&
+                           ActiveSimdLevel() == SimdLevel::kAvx512;
+  // The K-quants' tiled order on the VNNI tile kernel likewise (the AMX
+  // kernel's bits), from the same activation tiles, biased.
+  const bool tiled_k = block_order;
+  bool amx_q = false, amx_k = false, vnni_k = false;
   for (int i = 0; amx && i < n_outputs; ++i) {
     amx_q |= qmm::AmxKernel(outputs[i].wtype, false) != nullptr;
     amx_k |= qmm::KQuantAmxKernel(outputs[i].wtype) != nullptr;
+  }
+  for (int i = 0; tiled_k && i < n_outputs; ++i) {
+    vnni_k |= qmm::KQuantTiledAvx512Kernel(outputs[i].wtype) != nullptr;
   }
   std::vector<int8_t> q, q_tiles;
   std::vector<float> ds, d_tiles;
@@ -191,7 +225,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // bit (tests/backend/quant_matmul_test.cpp); it matters for batches: the
     // scalar loop was ~10 % of a 16-session decode pass.
     const auto quantize = ActiveSimdLevel() == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8Avx512
-                                                                   : &qmm::QuantizeRowQ8Scalar;
+                                                                  : &qmm::QuantizeRowQ8Scalar;
     for (int64_t r = 0; r < n_rows; ++r) {
       quantize(x + r * x_stride, n_in, q.data() + r * n_in, ds.data() + 2 * r * nb);
     }
@@ -220,13 +254,13 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                                                         : &qmm::QuantizeRowQ8K;
     for (int64_t r = 0; r < n_rows; ++r) {
       quantize_k(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
-                          kbsum.data() + r * nkb * 16);
+                 kbsum.data() + r * nkb * 16);
     }
     acts.kq = kq.data();
     acts.kd = kd.data();
     acts.kbsum = kbsum.data();
     acts.n_kblocks = nkb;
-    if (amx_k) qmm::ArrangeKTiles(acts, &kq_tiles, &kd_tiles, &kbsum_tiles);
+    if (amx_k || vnni_k) qmm::ArrangeKTiles(acts, vnni_k, &kq_tiles, &kd_tiles, &kbsum_tiles);
   }
   const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
@@ -248,14 +282,21 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       t.kernel = packed;
       t.W = outputs[i].packed;
     }
-    qmm::Kernel amx_kernel = nullptr;
+    // The AMX kernels, or the per-block-order VNNI kernel, for batches.
+    qmm::Kernel batch_kernel = nullptr;
     if (amx) {
-      amx_kernel = qmm::UsesQ8KActs(outputs[i].wtype)
-                       ? qmm::KQuantAmxKernel(outputs[i].wtype)
-                       : qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr);
+      batch_kernel = qmm::UsesQ8KActs(outputs[i].wtype)
+                         ? qmm::KQuantAmxKernel(outputs[i].wtype)
+                         : qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr);
     }
-    if (amx_kernel != nullptr) {
-      t.kernel = amx_kernel;
+    if (block_order) {
+      batch_kernel =
+          qmm::UsesQ8KActs(outputs[i].wtype)
+              ? qmm::KQuantTiledAvx512Kernel(outputs[i].wtype)
+              : qmm::Avx512BlockOrderKernel(outputs[i].wtype, outputs[i].packed != nullptr);
+    }
+    if (batch_kernel != nullptr) {
+      t.kernel = batch_kernel;
       t.W = outputs[i].packed != nullptr ? outputs[i].packed : outputs[i].W;
     }
     if (t.kernel == nullptr) {
@@ -263,8 +304,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if ((wide || packed != nullptr) && amx_kernel == nullptr &&
-        qmm::UsesQuantizedActs(outputs[i].wtype)) {
+    if (block_order && batch_kernel != nullptr && qmm::UsesQuantizedActs(outputs[i].wtype)) {
+      qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);
+    } else if ((wide || packed != nullptr) && batch_kernel == nullptr &&
+               qmm::UsesQuantizedActs(outputs[i].wtype)) {
       qmm::SetBias(outputs[i].wtype, &t.acts, &biases);
     }
     t.first_task = n_tasks;
@@ -280,7 +323,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // they read, and a batch call has several chunks per thread. (Not a
     // thread_local buffer either: glibc aborts when it cannot allocate the
     // registration of a thread_local's destructor -- found by OomSweep.)
-    const std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows))]);
+    const std::unique_ptr<float[]> scratch(
+        new float[static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows))]);
     for (const OutputTasks& t : tasks) {
       const int64_t t_end = t.first_task + (t.out->n_out + kRowsPerTask - 1) / kRowsPerTask;
       const int64_t b = std::max(begin, t.first_task), e = std::min(end, t_end);

@@ -37,16 +37,21 @@ struct Acts {
   //        can take unsigned weights (nibble, 5-bit value, w + 128) and
   //        still get sum(w * q) per 4 elements exactly.
   const int32_t* bias = nullptr;
+  // The per-block-order kernel's integer-sum starts (Avx512BlockOrderKernel;
+  // null otherwise, see SetBias):
+  //   block_bias [n_rows][n_blocks] i32: -offset * (sum of the block's 32 q)
+  const int32_t* block_bias = nullptr;
   // The AMX kernel's activations by tile of 16 rows (ArrangeTiles), zero
   // past n_rows, so that a tile's block is contiguous:
   //   q_tiles [n_tiles][n_blocks][16][32] int8: row 16t + i, block b
   //   d_tiles [n_tiles][n_blocks][16] f32: that row's and block's d
   const int8_t* q_tiles = nullptr;
   const float* d_tiles = nullptr;
-  // The K-quant AMX kernel's Q8_K activations by tile (ArrangeKTiles), zero
-  // past n_rows:
+  // The K-quant AMX and tiled VNNI kernels' Q8_K activations by tile
+  // (ArrangeKTiles), zero past n_rows:
   //   kq_tiles    [n_tiles][n_in / 64][16 k][16 rows][4] int8: VNNI B tiles,
   //               row k of tile (t, c) = elements 64c + 4k .. + 3 of rows 16t ..
+  //               (for the VNNI kernel biased: the bytes q + 128 as u8)
   //   kd_tiles    [n_tiles][n_kblocks][16] f32: kd
   //   kbsum_tiles [n_tiles][n_kblocks][4][16] int32: the sums of the
   //               32-element sub-blocks 2k, 2k + 1 as an int16 pair
@@ -68,15 +73,19 @@ struct Acts {
   bool batch_invariant = false;
 };
 
-// Owns the arrays behind Acts::bias, one per offset in use.
+// Owns the arrays behind Acts::bias and Acts::block_bias, one per offset in
+// use.
 struct BiasBuffers {
   std::vector<int32_t> bias8, bias16, bias128;
+  std::vector<int32_t> block_bias8, block_bias128;
 };
 
 // Points acts->bias at weight type t's bias (built into buffers on first
 // use; null for Q4_1 and the plain types). acts' q must be set, and
 // buffers used with these activations only.
 void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
+// The same for acts->block_bias (Q4_0 and Q8_0; null for the other types).
+void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 
 // The AVX-512 batch kernel's blocks per chunk (quant_matmul_avx512.cpp) and
 // its scratch: 16 floats of alignment and one rearranged chunk (per block
@@ -86,6 +95,15 @@ constexpr int64_t kWideChunkBlocks = 32;
 constexpr int64_t kWideScratchFloats = 16 + kWideChunkBlocks * (8 + 2) * 16;
 constexpr int64_t kWideScratchPerRow = 9 * 16;
 
+// The per-block order (quant_matmul.h): Q4_0 and Q8_0 products of
+// kBlockOrderMinRows or more activation rows at the AVX-512 level, unless
+// Acts::batch_invariant, on the AMX kernel where AmxActive(), else on the
+// VNNI kernel (quant_matmul_blocks_avx512.cpp, Avx512BlockOrderKernel):
+// the same bits on both. Its scratch: kBlockOrderScratchFloats plus
+// kAmxScratchPerRow per activation row.
+constexpr int64_t kBlockOrderMinRows = 8;
+constexpr int64_t kBlockOrderChunkBlocks = 32;
+constexpr int64_t kBlockOrderScratchFloats = 16 + kBlockOrderChunkBlocks * (128 + 8);
 // The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
 // kAmxMinRows or more activation rows on AMX machines (AmxActive), unless
 // Acts::batch_invariant. It sums each 32-block exactly in int32 and then per
@@ -93,7 +111,7 @@ constexpr int64_t kWideScratchPerRow = 9 * 16;
 // outputs differ from the one-row kernels' by rounding. It reads the
 // activations from Acts::q_tiles / d_tiles (ArrangeTiles). Scratch: kAmxScratchFloats (the
 // chunk's tiles) plus kAmxScratchPerRow per padded activation row.
-constexpr int64_t kAmxMinRows = 8;
+constexpr int64_t kAmxMinRows = kBlockOrderMinRows;
 constexpr int64_t kAmxTileRows = 16;
 constexpr int64_t kAmxChunkBlocks = 32;
 constexpr int64_t kAmxScratchFloats = 16 + kAmxChunkBlocks * (128 + 128 + 8) + 4 * 256 + 256;
@@ -106,13 +124,21 @@ constexpr int64_t kAmxKChunkBlocks = 2;
 constexpr int64_t kAmxKScratchFloats =
     16 + kAmxKChunkBlocks * 2 * 4 * 256 + 2 * 2 * 256 + kAmxKChunkBlocks * 16 * 6;
 
+// The K-quant tiled-order VNNI kernel (kquant_tiled_avx512.cpp): Q4_K, Q5_K
+// and Q6_K in products of 8+ rows at the AVX-512 level without AMX (the AMX
+// kernel's bits); it reads Acts::kq_tiles (biased) / kd_tiles / kbsum_tiles.
+// Its scratch: kVnniKScratchFloats plus kAmxScratchPerRow per padded row.
+constexpr int64_t kVnniKChunkBlocks = 2;
+constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 + 3 + 4);
+
 // Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
 // whole tiles) and points acts at them.
 void ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles);
 
-// The same for the Q8_K activations (Acts::kq_tiles ...).
-void ArrangeKTiles(Acts& acts, std::vector<int8_t>* kq_tiles, std::vector<float>* kd_tiles,
-                   std::vector<int32_t>* kbsum_tiles);
+// The same for the Q8_K activations (Acts::kq_tiles ...); biased: q + 128
+// (the VNNI kernel's u8 operand) instead of q (AMX's).
+void ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
+                   std::vector<float>* kd_tiles, std::vector<int32_t>* kbsum_tiles);
 
 // Floats of scratch one kernel call may use (for n_in inputs and n_rows
 // activation rows): the most any kernel needs.
@@ -143,9 +169,16 @@ Kernel Avx512PackedKernel(DType t);
 // The AMX batch kernel for t (Q4_0, Q8_0, else nullptr) on W's rows16 copy
 // (packed) or on its GGUF rows; call only when AmxActive().
 Kernel AmxKernel(DType t, bool packed);
+// The per-block-order VNNI kernel for t (Q4_0, Q8_0, else nullptr) on W's
+// rows16 copy (packed) or on its GGUF rows; call only at the AVX-512 level.
+// The AMX kernel's outputs bit for bit.
+Kernel Avx512BlockOrderKernel(DType t, bool packed);
 // The K-quant AMX kernel for t (Q4_K, Q5_K, Q6_K, else nullptr) on GGUF
 // rows; call only when AmxActive().
 Kernel KQuantAmxKernel(DType t);
+// The K-quant tiled-order VNNI kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
+// on GGUF rows; call only at the AVX-512 level. The AMX kernel's bits.
+Kernel KQuantTiledAvx512Kernel(DType t);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see

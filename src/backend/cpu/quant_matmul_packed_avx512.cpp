@@ -28,6 +28,7 @@
 
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
+#include "backend/cpu/rows16_words_avx512.h"
 
 namespace llm {
 namespace {
@@ -53,50 +54,14 @@ struct PackedGroup {
 // gave less or the same). Batches reuse each chunk from L1 and need none.
 constexpr int64_t kPrefetchBytes = 4096;
 
-// 32-bit quant words per block and lane (rows16::Words).
-template <DType T>
-constexpr int kWordsOf = T == DType::kQ8_0 ? 8 : T == DType::kQ5_0 ? 5 : 4;
+using rows16::kWordsOf;
+using rows16::LoadWords;
 
 struct Chunk {
   int64_t b0 = 0, b1 = 0;
   bool first = true, last = true;
   float* acc_buf = nullptr;  // [row][kSaved][16] f32, 64-byte aligned
 };
-
-// The 8 lane vectors of block b: word g of every row as u8 quads (Q4: the
-// nibbles 4g .. 4g + 3 for g < 4, 16 + 4(g - 4) .. for g >= 4).
-template <DType T>
-inline void LoadWords(const uint8_t* qs, int64_t b, __m512i w[kLaneGroups]) {
-  if constexpr (T == DType::kQ8_0) {
-    const uint8_t* p = qs + b * 8 * 64;
-    for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + 64 * k);
-  } else if constexpr (T == DType::kQ5_0) {
-    // Word 0: the fifth bits, byte j of lane l holding element 4k + j's at
-    // bit k and element 16 + 4k + j's at bit 4 + k; each goes to bit 4 of
-    // its element's byte (the values 0..31; the bias subtracts 16).
-    const uint8_t* p = qs + b * 5 * 64;
-    const __m512i h = _mm512_loadu_si512(p);
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(p + 64 * (k + 1));
-      const __m512i h_low = _mm512_and_si512(_mm512_slli_epi32(h, 4 - k), bit4);
-      const __m512i h_high = _mm512_and_si512(_mm512_srli_epi32(h, k), bit4);
-      // (v & 0x0F) | h_low, and ((v >> 4) & 0x0F) | h_high: ternary logic
-      // A & B | C with A = v (or v >> 4), B = 0x0F, C = the fifth bits.
-      w[k] = _mm512_ternarylogic_epi32(v, low4, h_low, 0xEA);
-      w[4 + k] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, h_high, 0xEA);
-    }
-  } else {
-    const uint8_t* p = qs + b * 4 * 64;
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(p + 64 * k);
-      w[k] = _mm512_and_si512(v, low4);
-      w[4 + k] = _mm512_and_si512(_mm512_srli_epi32(v, 4), low4);
-    }
-  }
-}
 
 template <DType T, int R>
 void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t o, const Chunk& c,
