@@ -18,6 +18,7 @@
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_buffer.h"
 #include "core/dtype.h"
 #include "core/half.h"
 
@@ -171,32 +172,46 @@ LLM_KQUANT_BENCH(IQ4_XS, DType::kIQ4_XS);
 void BM_DecodeFromMemory(benchmark::State& state, DType t) {
   const int64_t n_out = state.range(0), n_in = state.range(1);
   const int threads = static_cast<int>(state.range(2));
+  ThreadPool pool(threads);
   const std::vector<uint8_t> one = RandomQuantWeights(t, n_out, n_in);
-  const size_t copies = ((size_t{2} << 30) + one.size() - 1) / one.size();
-  std::vector<uint8_t> w(copies * one.size());
-  for (size_t c = 0; c < copies; ++c)
-    std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+  const size_t rb = *RowBytes(t, n_in);
+  // The rows16 types' one-row kernel reads the packed copy (as the CPU
+  // backend does at the AVX-512 level), the others the GGUF rows; both in
+  // weight-buffer memory, as the backend's copies.
+  const bool packed = rows16::Supports(t) && ActiveSimdLevel() == SimdLevel::kAvx512;
+  const rows16::PackedBuffer packed_one =
+      packed ? rows16::MakePacked(t, one.data(), rb, n_out, n_in, &pool) : rows16::PackedBuffer{};
+  const uint8_t* src = packed ? packed_one.data.get() : one.data();
+  const size_t bytes = packed ? packed_one.bytes : one.size();
+  const size_t copies = ((size_t{2} << 30) + bytes - 1) / bytes;
+  const WeightBuffer w = AllocateWeightBuffer(copies * bytes);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(w.data.get() + c * bytes, src, bytes);
   std::vector<float> x(n_in), y(n_out);
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1, 1);
   for (float& f : x) f = u(rng);
-  ThreadPool pool(threads);
-  const size_t rb = *RowBytes(t, n_in);
+  QuantMatMulOutput out;
+  out.wtype = t;
+  out.row_bytes = rb;
+  out.n_out = n_out;
+  out.y = y.data();
+  out.y_stride = static_cast<size_t>(n_out);
   size_t c = 0;
   for (auto _ : state) {
-    auto s = QuantMatMul(t, w.data() + c * one.size(), rb, n_out, n_in, x.data(), n_in, 1, y.data(),
-                         n_out, &pool);
+    const uint8_t* copy = w.data.get() + c * bytes;
+    // With a packed copy the GGUF rows are not read (the kernel takes the copy).
+    out.W = packed ? one.data() : copy;
+    out.packed = packed ? copy : nullptr;
+    auto s = QuantMatMulShared(&out, 1, n_in, x.data(), n_in, 1, &pool);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(one.size()));
-  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (packed ? " packed" : ""));
 }
 // 1B shapes: ffn_up (n_in 2048; 1 and 2 threads), attn_k, attn_q and
-// ffn_down (n_in 8192), 2 threads. The K-quants: the types read as GGUF rows
-// (the rows16 types' one-row kernel reads the packed copy instead).
+// ffn_down (n_in 8192), 2 threads.
 #define LLM_DECODE_BENCH(name, type)                 \
   BENCHMARK_CAPTURE(BM_DecodeFromMemory, name, type) \
       ->ArgsProduct({{8192}, {2048}, {1, 2}})        \
@@ -204,6 +219,8 @@ void BM_DecodeFromMemory(benchmark::State& state, DType t) {
       ->Args({2048, 2048, 2})                        \
       ->Args({2048, 8192, 2})                        \
       ->UseRealTime()
+LLM_DECODE_BENCH(Q4_0, DType::kQ4_0);
+LLM_DECODE_BENCH(Q8_0, DType::kQ8_0);
 LLM_DECODE_BENCH(Q4_K, DType::kQ4_K);
 LLM_DECODE_BENCH(Q5_K, DType::kQ5_K);
 LLM_DECODE_BENCH(Q6_K, DType::kQ6_K);
