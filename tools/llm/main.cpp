@@ -59,7 +59,8 @@ void Usage(FILE* out = stderr) {
   std::fprintf(out,
                "usage: llm run   [-m MODEL] -p PROMPT [options]   generate a completion (streamed)\n"
                "       llm chat  [-m MODEL] [options]             interactive chat (one line per turn)\n"
-               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  load time and memory, prefill/decode speed\n"
+               "       llm bench [-m MODEL] [-p N] [-n N] [-r R]  load time and memory, prefill speed (N-token\n"
+               "                 prompt) and decode speed (N tokens from an empty context)\n"
                "       llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]\n"
                "                 concurrent sessions, one thread each: aggregate decode tokens/s,\n"
                "                 inter-token latency (-p defaults to 32, -n to 64 in this mode)\n"
@@ -697,8 +698,10 @@ int BenchSessions(Options& o) {
   return 0;
 }
 
-// Median of prefill and decode speed over repeats; a greedy session decoding
-// n_predict tokens after an n_prompt_bench-token prompt of fixed ids.
+// Median of prefill and decode speed over repeats: a session prefilling an
+// n_prompt_bench-token prompt of fixed ids, and a greedy session decoding
+// n_predict tokens from an empty context (one prompt token), as llama-bench's
+// ppN and tgN tests.
 int Bench(Options& o) {
   if (!o.prompt.empty()) o.n_prompt_bench = std::atoi(o.prompt.c_str());
   if (!o.bench_sessions.empty()) return BenchSessions(o);
@@ -729,14 +732,24 @@ int Bench(Options& o) {
     auto t0 = Clock::now();
     s = llm_session_prefill(session, prompt.data(), prompt.size());
     auto t1 = Clock::now();
+    llm_session_free(session);
     if (s != LLM_OK) return Fail("prefill", s);
+    prefill_tps.push_back(o.n_prompt_bench * 1000.0 / MsBetween(t0, t1));
+    // Decode from an empty context, as llama-bench's tgN test does (its
+    // generation starts at position 0, apart from the prompt test): a fresh
+    // session, one prompt token (not timed), then n_predict decode steps.
+    // Decoding after the prompt instead would attend over it at every step.
+    if ((s = llm_session_create(model, &o.session, &session)) != LLM_OK) {
+      return llm_model_free(model), Fail("creating the session", s);
+    }
+    if ((s = llm_session_prefill(session, prompt.data(), 1)) != LLM_OK) return Fail("prefill", s);
+    auto t2 = Clock::now();
     for (int i = 0; i < o.n_predict; ++i) {
       llm_token t;
       if ((s = llm_session_decode(session, &t)) != LLM_OK) return Fail("decode", s);
     }
-    auto t2 = Clock::now();
-    prefill_tps.push_back(o.n_prompt_bench * 1000.0 / MsBetween(t0, t1));
-    decode_tps.push_back(o.n_predict * 1000.0 / MsBetween(t1, t2));
+    auto t3 = Clock::now();
+    decode_tps.push_back(o.n_predict * 1000.0 / MsBetween(t2, t3));
     llm_session_free(session);
   }
   auto median = [](std::vector<double> v) {
