@@ -154,11 +154,9 @@ TEST(QuantMatMulTest, BatchAndThreadInvariant) {
       // llama.cpp's tiled order in products of 8+ rows (kquant_kernels.h):
       // the batch-invariant mode keeps one order for every row count (the
       // tiled order's own thread and row-block invariance: kquant_test.cpp).
-      // At the AVX-512 level (VNNI or AMX), Q4_0 and Q8_0 batches of 8+ rows
-      // take the per-block order (PerBlockOrderKernelsMatchTheirModelBitForBit).
-      const bool block_order_type =
-          level == SimdLevel::kAvx512 && (t == DType::kQ4_0 || t == DType::kQ8_0);
-      const bool bi = t == DType::kIQ4_NL || k_type || block_order_type;
+      // (Q4_0 and Q8_0 take the per-block order at the AVX-512 level for
+      // every row count: invariant without asking.)
+      const bool bi = t == DType::kIQ4_NL || k_type;
       const int64_t n_out = 301;  // > one parallel task, odd
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
@@ -337,11 +335,10 @@ TEST(QuantMatMulTest, Avx512ActivationQuantizerMatchesScalarBitForBit) {
   }
 }
 
-// The AVX-512 batch kernel for the 8-bit-activation types (16 weight rows
-// per register) must give the AVX2 (ggml vec_dot order) kernel's outputs bit
-// for bit, for every row count (row tiles, a leftover row), weight-row
-// remainder and block chunking.
-TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
+// The vec_dot-order kernels compiled for AVX-512 (VNNI integer sums) must
+// give the AVX2 kernel's outputs bit for bit, for every row count and
+// weight-row remainder.
+TEST(QuantMatMulTest, Avx512VecDotKernelsMatchAvx2BitForBit) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::mt19937 rng(FreshSeed());
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
@@ -350,7 +347,7 @@ TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
       // different remainder for most row counts; one chunk of blocks, or
       // three (the last one partial).
       const int64_t n_out = 17 + n_rows % 16;
-      for (int64_t n_in : {int64_t{32 * 11}, 32 * (2 * qmm::kWideChunkBlocks + 11)}) {
+      for (int64_t n_in : {int64_t{32 * 11}, int64_t{32 * 75}}) {
         const size_t rb = *RowBytes(t, static_cast<size_t>(n_in));
         const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
         const std::vector<float> x =
@@ -369,8 +366,6 @@ TEST(QuantMatMulTest, Avx512WideKernelMatchesAvx2BitForBit) {
         acts.q = q.data();
         acts.ds = ds.data();
         acts.n_blocks = n_in / 32;
-        qmm::BiasBuffers biases;
-        qmm::SetBias(t, &acts, &biases);
         std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), y5(y2.size()),
             scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
         qmm::Avx2Kernel(t)(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());

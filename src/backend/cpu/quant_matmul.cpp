@@ -38,9 +38,10 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
   // machines too: it reproduces ggml-cpu's vec_dot_q4_x_q8_x bit for bit
   // (ggml has no AVX-512 variant of these); a different order would flip
   // activation-quantization roundings downstream and move SmolLM2's logits by
-  // ~0.2 (tools/exact_forward.py). Batches take the AVX-512 wide kernel,
-  // which computes each row with exactly that sequence, 16 weight rows per
-  // register (quant_matmul_avx512.cpp).
+  // ~0.2 (tools/exact_forward.py). Batches take the same code compiled for
+  // AVX-512 (VNNI integer sums, the same bits). At that level RunShared
+  // replaces these for Q4_0 / Q8_0 (the per-block kernels) and, where a
+  // rows16 copy exists, for Q4_1 / Q5_0 (its vec_dot-order kernel).
   if (level == SimdLevel::kAvx512 && (!qmm::UsesQuantizedActs(t) || n_rows >= 2)) {
     k = qmm::Avx512Kernel(t);
   }
@@ -64,33 +65,27 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 }  // namespace
 
 int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
-  // The F32/F16/BF16 scalar kernel: one converted row; the wide kernel: its
-  // chunk and rows.
-  const int64_t wide = kWideScratchFloats + kWideScratchPerRow * n_rows;
+  // The F32/F16/BF16 scalar kernel: one converted row; the rows16 vec_dot
+  // kernel: its accumulators per row; the tile kernels: their chunks and rows.
+  const int64_t packed = 16 + kPackedScratchPerRow * n_rows;
   const int64_t amx = std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
                                 kVnniKScratchFloats}) +
                       kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
-  return std::max({n_in, wide, amx});
+  return std::max({n_in, packed, amx});
 }
 
 void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
-  const int32_t offset = t == DType::kQ4_0   ? 8
-                         : t == DType::kQ5_0 ? 16
-                         : t == DType::kQ8_0 ? 128
-                                             : 0;
-  if (offset == 0) {
+  if (t != DType::kQ5_0) {
     acts->bias = nullptr;
     return;
   }
-  std::vector<int32_t>& bias = offset == 8    ? buffers->bias8
-                               : offset == 16 ? buffers->bias16
-                                              : buffers->bias128;
+  std::vector<int32_t>& bias = buffers->bias16;
   if (bias.empty()) {
     const int64_t n = acts->n_rows * acts->n_in / 4;
     bias.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       const int8_t* q = acts->q + 4 * i;
-      bias[static_cast<size_t>(i)] = -offset * (q[0] + q[1] + q[2] + q[3]);
+      bias[static_cast<size_t>(i)] = -16 * (q[0] + q[1] + q[2] + q[3]);
     }
   }
   acts->bias = bias.data();
@@ -192,27 +187,33 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     any_quantized |= qmm::UsesQuantizedActs(outputs[i].wtype);
     any_q8k |= qmm::UsesQ8KActs(outputs[i].wtype);
   }
-  // Batches on AMX (quant_matmul_kernels.h): Q4_0 / Q8_0 and the K-quants
-  // that have an AMX kernel, whose activations are then also arranged in
-  // tiles. The K-quant one computes the tiled order, which applies from
-  // kTiledMinRows rows on.
-  static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows &&
-                qmm::kBlockOrderMinRows >= qmm::kTiledMinRows);
-  const bool amx = n_rows >= qmm::kAmxMinRows && !batch_invariant && AmxActive();
-  // Q4_0 / Q8_0 batches in the per-block order without AMX: the VNNI kernel
-  // with the AMX kernel's bits.
-  const bool block_order = n_rows >= qmm::kBlockOrderMinRows && !batch_invariant && !amx &&
-                           ActiveSimdLevel() == SimdLevel::kAvx512;
-  // The K-quants' tiled order on the VNNI tile kernel likewise (the AMX
-  // kernel's bits), from the same activation tiles, biased.
-  const bool tiled_k = block_order;
-  bool amx_q = false, amx_k = false, vnni_k = false;
-  for (int i = 0; amx && i < n_outputs; ++i) {
-    amx_q |= qmm::AmxKernel(outputs[i].wtype, false) != nullptr;
-    amx_k |= qmm::KQuantAmxKernel(outputs[i].wtype) != nullptr;
-  }
-  for (int i = 0; tiled_k && i < n_outputs; ++i) {
-    vnni_k |= qmm::KQuantTiledAvx512Kernel(outputs[i].wtype) != nullptr;
+  // The batch kernels of the AVX-512 level (quant_matmul_kernels.h):
+  //   * Q4_0 / Q8_0 run in the per-block order for every row count, on the
+  //     VNNI kernel or, from kAmxMinRows rows on a CPU with AMX, the AMX
+  //     kernel: the same bits, so these products are batch invariant as they
+  //     are;
+  //   * the K-quants with a tile kernel (Q4_K, Q5_K, Q6_K) run llama.cpp's
+  //     tiled order from kTiledMinRows rows on, unless batch invariant, on
+  //     the AMX kernel or the VNNI tile kernel (the same bits), from
+  //     activations arranged in tiles.
+  static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
+  const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
+  const bool amx = n_rows >= qmm::kAmxMinRows && AmxActive();
+  const bool tiled_k = n_rows >= qmm::kTiledMinRows && !batch_invariant && avx512;
+  // Kernel for output i from the above, or nullptr (PickKernel's then).
+  auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
+    if (!avx512) return nullptr;
+    if (qmm::UsesQ8KActs(out.wtype)) {
+      if (!tiled_k) return nullptr;
+      return amx ? qmm::KQuantAmxKernel(out.wtype) : qmm::KQuantTiledAvx512Kernel(out.wtype);
+    }
+    return amx ? qmm::AmxKernel(out.wtype, out.packed != nullptr)
+               : qmm::Avx512BlockOrderKernel(out.wtype, out.packed != nullptr);
+  };
+  bool q_tiles_needed = false, k_tiles_needed = false;
+  for (int i = 0; i < n_outputs; ++i) {
+    if (batch_kernel_of(outputs[i]) == nullptr) continue;
+    (qmm::UsesQ8KActs(outputs[i].wtype) ? k_tiles_needed : q_tiles_needed) = true;
   }
   std::vector<int8_t> q, q_tiles;
   std::vector<float> ds, d_tiles;
@@ -232,7 +233,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.q = q.data();
     acts.ds = ds.data();
     acts.n_blocks = nb;
-    if (amx_q) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
+    if (amx && q_tiles_needed) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
   }
   // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
   // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
@@ -260,9 +261,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     acts.kd = kd.data();
     acts.kbsum = kbsum.data();
     acts.n_kblocks = nkb;
-    if (amx_k || vnni_k) qmm::ArrangeKTiles(acts, vnni_k, &kq_tiles, &kd_tiles, &kbsum_tiles);
+    if (k_tiles_needed) qmm::ArrangeKTiles(acts, !amx, &kq_tiles, &kd_tiles, &kbsum_tiles);
   }
-  const bool wide = n_rows >= 2 && ActiveSimdLevel() == SimdLevel::kAvx512;
 
   std::vector<OutputTasks> tasks;
   int64_t n_tasks = 0;
@@ -282,19 +282,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       t.kernel = packed;
       t.W = outputs[i].packed;
     }
-    // The AMX kernels, or the per-block-order VNNI kernel, for batches.
-    qmm::Kernel batch_kernel = nullptr;
-    if (amx) {
-      batch_kernel = qmm::UsesQ8KActs(outputs[i].wtype)
-                         ? qmm::KQuantAmxKernel(outputs[i].wtype)
-                         : qmm::AmxKernel(outputs[i].wtype, outputs[i].packed != nullptr);
-    }
-    if (block_order) {
-      batch_kernel =
-          qmm::UsesQ8KActs(outputs[i].wtype)
-              ? qmm::KQuantTiledAvx512Kernel(outputs[i].wtype)
-              : qmm::Avx512BlockOrderKernel(outputs[i].wtype, outputs[i].packed != nullptr);
-    }
+    const qmm::Kernel batch_kernel = batch_kernel_of(outputs[i]);
     if (batch_kernel != nullptr) {
       t.kernel = batch_kernel;
       t.W = outputs[i].packed != nullptr ? outputs[i].packed : outputs[i].W;
@@ -304,11 +292,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if (block_order && batch_kernel != nullptr && qmm::UsesQuantizedActs(outputs[i].wtype)) {
-      qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);
-    } else if ((wide || packed != nullptr) && batch_kernel == nullptr &&
-               qmm::UsesQuantizedActs(outputs[i].wtype)) {
-      qmm::SetBias(outputs[i].wtype, &t.acts, &biases);
+    if (batch_kernel != nullptr && !amx && qmm::UsesQuantizedActs(outputs[i].wtype)) {
+      qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);  // the VNNI per-block kernel
+    } else if (packed != nullptr && batch_kernel == nullptr) {
+      qmm::SetBias(outputs[i].wtype, &t.acts, &biases);  // the rows16 vec_dot kernel
     }
     t.first_task = n_tasks;
     tasks.push_back(t);

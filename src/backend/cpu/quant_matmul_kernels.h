@@ -30,16 +30,16 @@ struct Acts {
   const int8_t* q = nullptr;
   const float* ds = nullptr;
   int64_t n_blocks = 0;
-  // The AVX-512 batch kernel's integer-sum starts for Q4_0 and Q8_0 (null
-  // for the other kernels, see SetBias):
-  //   bias [n_rows][n_in / 4]  i32: -offset * (q[4i] + ... + q[4i + 3]),
-  //        offset = 8 (Q4_0), 16 (Q5_0) or 128 (Q8_0), so that the kernel
-  //        can take unsigned weights (nibble, 5-bit value, w + 128) and
-  //        still get sum(w * q) per 4 elements exactly.
+  // The rows16 vec_dot kernel's integer-sum starts for Q5_0 (null for the
+  // other kernels, see SetBias):
+  //   bias [n_rows][n_in / 4]  i32: -16 * (q[4i] + ... + q[4i + 3]), so
+  //        that the kernel can take the unsigned 5-bit values and still get
+  //        sum(w * q) per 4 elements exactly.
   const int32_t* bias = nullptr;
-  // The per-block-order kernel's integer-sum starts (Avx512BlockOrderKernel;
-  // null otherwise, see SetBias):
-  //   block_bias [n_rows][n_blocks] i32: -offset * (sum of the block's 32 q)
+  // The per-block-order VNNI kernel's integer-sum starts for Q4_0 and Q8_0
+  // (Avx512BlockOrderKernel; null otherwise, see SetBlockBias):
+  //   block_bias [n_rows][n_blocks] i32: -offset * (sum of the block's 32 q),
+  //        offset = 8 (Q4_0: the nibble) or 128 (Q8_0: w + 128)
   const int32_t* block_bias = nullptr;
   // The AMX kernel's activations by tile of 16 rows (ArrangeTiles), zero
   // past n_rows, so that a tile's block is contiguous:
@@ -76,24 +76,21 @@ struct Acts {
 // Owns the arrays behind Acts::bias and Acts::block_bias, one per offset in
 // use.
 struct BiasBuffers {
-  std::vector<int32_t> bias8, bias16, bias128;
+  std::vector<int32_t> bias16;
   std::vector<int32_t> block_bias8, block_bias128;
 };
 
-// Points acts->bias at weight type t's bias (built into buffers on first
-// use; null for Q4_1 and the plain types). acts' q must be set, and
-// buffers used with these activations only.
+// Points acts->bias at weight type t's bias (Q5_0; built into buffers on
+// first use; null for the other types). acts' q must be set, and buffers
+// used with these activations only.
 void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
 // The same for acts->block_bias (Q4_0 and Q8_0; null for the other types).
 void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 
-// The AVX-512 batch kernel's blocks per chunk (quant_matmul_avx512.cpp) and
-// its scratch: 16 floats of alignment and one rearranged chunk (per block
-// 8 x 16 u32 of weights, 16 + 16 f32 scales), then 9 vectors of 16 f32 per
-// activation row (accumulators saved between chunks).
-constexpr int64_t kWideChunkBlocks = 32;
-constexpr int64_t kWideScratchFloats = 16 + kWideChunkBlocks * (8 + 2) * 16;
-constexpr int64_t kWideScratchPerRow = 9 * 16;
+// The rows16 vec_dot-order kernel's scratch (quant_matmul_packed_avx512.cpp):
+// 16 floats of alignment and 9 vectors of 16 f32 per activation row (its
+// accumulators between chunks of blocks).
+constexpr int64_t kPackedScratchPerRow = 9 * 16;
 
 // The per-block order (quant_matmul.h): Q4_0 and Q8_0 products of
 // kBlockOrderMinRows or more activation rows at the AVX-512 level, unless
@@ -162,9 +159,9 @@ bool UsesQ8KActs(DType t);
 Kernel ScalarKernel(DType t);
 Kernel Avx2Kernel(DType t);
 Kernel Avx512Kernel(DType t);
-// Kernels on the rows16 copy of a weight (packed_weight.h; W is the copy,
-// o_begin a multiple of 16): Q4_0, Q4_1, Q8_0, else nullptr. Same outputs as
-// Avx512Kernel / Avx2Kernel on the GGUF rows, bit for bit.
+// The vec_dot-order kernel on the rows16 copy of a weight (packed_weight.h;
+// W is the copy, o_begin a multiple of 16): Q4_1, Q5_0, else nullptr. Same
+// outputs as Avx512Kernel / Avx2Kernel on the GGUF rows, bit for bit.
 Kernel Avx512PackedKernel(DType t);
 // The AMX batch kernel for t (Q4_0, Q8_0, else nullptr) on W's rows16 copy
 // (packed) or on its GGUF rows; call only when AmxActive().

@@ -1,22 +1,25 @@
-// AVX-512 VNNI QuantMatMul kernels on weights repacked at load
+// AVX-512 VNNI QuantMatMul kernel on weights repacked at load
 // (backend/cpu/packed_weight.h, "rows16": 16 weight rows interleaved per
-// 32-bit lane), for one activation row (decode) and for batches.
+// 32-bit lane), for one activation row (decode) and for batches, in ggml's
+// vec_dot order: Q4_1 and Q5_0, whose outputs must equal llama.cpp's (and
+// the AVX2 kernels') bit for bit. (Q4_0 and Q8_0 take the per-block order at
+// this level: quant_matmul_blocks_avx512.cpp.)
 //
-// Same arithmetic as QuantWideKernel (quant_matmul_avx512.cpp), which itself
-// equals the AVX2 kernel -- ggml-cpu's x86 vec_dot_q4_0_q8_0 / q4_1_q8_1 /
-// q8_0_q8_0 / q5_0_q8_0 order -- bit for bit (Q5_0 has no wide kernel; its
-// AVX2 kernel is Kernel32 in kquant_avx2.cpp): per weight row o and
-// activation row a, 8 f32 lane accumulators L_g (g = 0..7: elements
-// 4g .. 4g + 3 of every 32-block), each
+// The AVX2 kernels' arithmetic -- ggml-cpu's x86 vec_dot_q4_1_q8_1 /
+// q5_0_q8_0 (Q5_0's AVX2 kernel is Kernel32 in kquant_avx2.cpp): per weight
+// row o and activation row a, 8 f32 lane accumulators L_g (g = 0..7:
+// elements 4g .. 4g + 3 of every 32-block), each
 //   L_g = fma(f32(dw[b]) * f32(da[b]), f32(sum of the 4 products), L_g)
 // over the blocks b in order, then hsum_float_8's adds ((L0 + L4) + (L2 +
 // L6)) + ((L1 + L5) + (L3 + L7)), and for Q4_1 the separate min-term chain
 // fma(mw[b], sa[b], .) added last. Lane l of each 512-bit register belongs
-// to weight row o + l. What changes is only where the weights come from: the
-// packed words are loaded as they are (Q8_0) or split into their two nibbles
-// (Q4; Q5_0 adds the fifth bits), and the f16 scales are converted in the
-// loop, so no call rearranges anything and one activation row reads each
-// weight byte exactly once.
+// to weight row o + l: one vpdpbusd gives lane g's integer sum for 16 rows,
+// the activation's 4 bytes broadcast; Q5_0's weights enter unsigned (the
+// value 0..31) and its sums start at -16 * (sum of the 4 activations)
+// (Acts::bias). The packed words are split into their two nibbles (Q5_0
+// adds the fifth bits) and the f16 scales converted in the loop, so no call
+// rearranges anything and one activation row reads each weight byte exactly
+// once.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive).
 #pragma GCC diagnostic push
@@ -170,10 +173,6 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
 namespace qmm {
 Kernel Avx512PackedKernel(DType t) {
   switch (t) {
-    case DType::kQ8_0:
-      return &PackedKernel<DType::kQ8_0>;
-    case DType::kQ4_0:
-      return &PackedKernel<DType::kQ4_0>;
     case DType::kQ4_1:
       return &PackedKernel<DType::kQ4_1>;
     case DType::kQ5_0:
