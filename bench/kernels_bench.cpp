@@ -295,10 +295,12 @@ void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
       benchmark::Counter::kIsIterationInvariantRate);
 }
 // 1B shapes: ffn_up (8192 x 2048), one decode row, a 16-row pass and a
-// 512-row prefill chunk, packed and not, 1 and 2 threads; SmolLM2's tied
-// Q8_0 output (49152 x 576).
+// 512-row prefill chunk, packed and not, 1 and 2 threads; one row of a
+// 512 x 2048 matrix, which stays in L2 (the kernel's rate without DRAM);
+// SmolLM2's tied Q8_0 output (49152 x 576).
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_0, DType::kQ4_0)
     ->ArgsProduct({{8192}, {2048}, {1, 16, 512}, {1, 2}, {0, 1}})
+    ->Args({512, 2048, 1, 1, 1})
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
     ->ArgsProduct({{8192}, {2048}, {1}, {1, 2}, {0, 1}})
