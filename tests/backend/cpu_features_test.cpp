@@ -29,6 +29,34 @@ std::set<std::string> CpuinfoFlags() {
   return flags;
 }
 
+// The first "vendor_id" of /proc/cpuinfo ("" when there is none).
+std::string CpuinfoVendor() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.compare(0, 9, "vendor_id") != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string v;
+    words >> v;
+    return v;
+  }
+  return "";
+}
+
+// The decode prefetch distance's scale: 4 on AMD, 1 elsewhere, unless
+// LLM_CPU_PREFETCH_SCALE (1..64) says otherwise.
+TEST(CpuFeaturesTest, DecodePrefetchScaleFollowsTheVendor) {
+  const std::string vendor = CpuinfoVendor();
+  if (vendor.empty()) GTEST_SKIP() << "no /proc/cpuinfo vendor_id on this system";
+  int expect = vendor == "AuthenticAMD" ? 4 : 1;
+  if (const char* v = std::getenv("LLM_CPU_PREFETCH_SCALE")) {
+    const long n = std::strtol(v, nullptr, 10);
+    if (n >= 1 && n <= 64) expect = static_cast<int>(n);
+  }
+  EXPECT_EQ(DecodePrefetchScale(), expect) << vendor;
+  std::cout << "[ SIMD ] " << vendor << ": decode prefetch x" << DecodePrefetchScale() << "\n";
+}
+
 TEST(CpuFeaturesTest, DetectionAgreesWithProcCpuinfo) {
   const std::set<std::string> flags = CpuinfoFlags();
   if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags on this system";

@@ -149,6 +149,29 @@ void SetSimdLevelForTesting(std::optional<SimdLevel> level) {
   g_override.store(static_cast<int>(clamped), std::memory_order_relaxed);
 }
 
+int DecodePrefetchScale() {
+  static const int scale = [] {
+    const char* v = std::getenv("LLM_CPU_PREFETCH_SCALE");
+    if (v != nullptr) {
+      const long n = std::strtol(v, nullptr, 10);
+      if (n >= 1 && n <= 64) return static_cast<int>(n);
+    }
+#ifdef LLM_X86
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) {
+      char vendor[13];
+      std::memcpy(vendor, &b, 4);
+      std::memcpy(vendor + 4, &d, 4);
+      std::memcpy(vendor + 8, &c, 4);
+      vendor[12] = '\0';
+      if (std::strcmp(vendor, "AuthenticAMD") == 0) return 4;
+    }
+#endif
+    return 1;
+  }();
+  return scale;
+}
+
 const char* SimdLevelName(SimdLevel level) {
   switch (level) {
     case SimdLevel::kScalar:

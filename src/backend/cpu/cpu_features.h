@@ -51,6 +51,15 @@ SimdLevel ActiveSimdLevel();
 // to be called while kernels run on other threads.
 void SetSimdLevelForTesting(std::optional<SimdLevel> level);
 
+// How far ahead the one-row (decode) kernels prefetch the weights they
+// stream, as a multiple of the distances they were tuned with on Sapphire
+// Rapids Xeons (4 KB of rows16 words, 4 Q4_K / 8 Q6_K blocks per row): 4 on
+// AMD CPUs, where those distances left decode waiting on memory (Zen 4, 2
+// threads: 1B Q4_0 41 -> 46, Q4_K_M 31 -> 46 tokens/s; docs/CPU_KERNELS.md),
+// 1 elsewhere. LLM_CPU_PREFETCH_SCALE=<1..64> overrides it (read once; for
+// measurements). Computed once.
+int DecodePrefetchScale();
+
 // "scalar", "avx2", "avx512" (AMX is not a SimdLevel: see AmxActive).
 const char* SimdLevelName(SimdLevel level);
 

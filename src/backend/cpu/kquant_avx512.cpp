@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 
@@ -448,7 +449,10 @@ constexpr int64_t kRowBlock = 32;
 // prefetches compete with the demand loads for L1's fill buffers. Measured
 // on the 1B shape, 2 threads, weights in anonymous memory (weight_buffer.h):
 // Q4_K 4 blocks ahead beat 8 and 16 (+2-4 %), Q6_K 8 beat 4 and 16; 8
-// Q4_K rows per step instead of 4 gained nothing.
+// Q4_K rows per step instead of 4 gained nothing. On AMD Zen 4 4x further
+// (DecodePrefetchScale, cpu_features.h; 1B Q4_K_M decode, 2 threads, 4
+// alternating rounds: median 31 -> 46 tokens/s at 4x, 44 at 2x, 45 at 8x,
+// 38 at 16x; 1B Q6_K 28 -> 34).
 template <DType T>
 constexpr int64_t kPrefetchBlocks = T == DType::kQ6_K ? 8 : 4;
 
@@ -466,13 +470,14 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
   const int8_t* q8 = a.kq + row * a.n_in;
   const float* kd = a.kd + row * a.n_kblocks;
   const int16_t* bsum = a.kbsum + row * a.n_kblocks * 16;
+  const int64_t prefetch_scale = DecodePrefetchScale();
   for (int64_t i = 0; i < a.n_kblocks; ++i) {
     __m512i act[kActRegs];
     LoadActs<T>(q8 + 256 * i, act);
     for (int r = 0; r < R; ++r) {
       // (Past the matrix's last row this points beyond it: a prefetch never
       // faults.)
-      const int64_t ahead = i + kPrefetchBlocks<T>;
+      const int64_t ahead = i + kPrefetchBlocks<T> * prefetch_scale;
       const char* p = ahead < a.n_kblocks
                           ? reinterpret_cast<const char*>(&blocks[r][ahead])
                           : W + (o + R + r) * row_bytes + (ahead - a.n_kblocks) * sizeof(Block);

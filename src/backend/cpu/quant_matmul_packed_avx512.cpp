@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "backend/cpu/rows16_words_avx512.h"
@@ -54,7 +55,8 @@ struct PackedGroup {
 // One activation row (decode) reads each weight byte once, so the kernel
 // waits on memory: the quant words 4 KB ahead are prefetched (1B shape, 2
 // threads: Q4_0 decode 29 -> 37 tokens/s, Q8_0 18 -> 23; 2 KB and 8 KB
-// gave less or the same). Batches reuse each chunk from L1 and need none.
+// gave less or the same), times DecodePrefetchScale() (cpu_features.h: 4
+// on AMD). Batches reuse each chunk from L1 and need none.
 constexpr int64_t kPrefetchBytes = 4096;
 
 using rows16::kWordsOf;
@@ -84,8 +86,8 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
     if (R == 1 && a.n_rows == 1) {
       // Past the group's quants this reaches its scales and the next group
       // (the groups are contiguous); a prefetch never faults.
-      const char* ahead =
-          reinterpret_cast<const char*>(g.qs) + b * kWordsOf<T> * 64 + kPrefetchBytes;
+      const char* ahead = reinterpret_cast<const char*>(g.qs) + b * kWordsOf<T> * 64 +
+                          kPrefetchBytes * DecodePrefetchScale();
       for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
     }
     __m512i w[kLaneGroups];
