@@ -41,6 +41,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/kquant_scales_avx512.h"
 #include "backend/cpu/quant_blocks.h"
 
 namespace llm {
@@ -148,20 +149,8 @@ LLM_KQ5_INLINE void Unpack(const typename KBlockOf<T>::type& b, Unpacked* u) {
     u->d = F16(b.d);
     u->dmin = F16(b.dmin);
     // The 8 six-bit scales (bytes 0..7) and mins (8..15) of the block, as
-    // ggml's vec_dot unpacks them (get_scale_min_k4 for all 8 at once), in
-    // vector registers. With the 12 scale bytes as dwords a0, a1, a2:
-    //   scales = a0 & 0x3f.., (a2 & 0x0f..) | ((a0 >> 6) & 0x03..) << 4
-    //   mins   = a1 & 0x3f.., ((a2 >> 4) & 0x0f..) | ((a1 >> 6) & 0x03..) << 4
-    // (the 16-byte load reads 4 bytes past the scales: still inside the block).
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    const __m128i p = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
-                                     _mm_set_epi32(4, 0, 0, 0));  // a0, a2, a1, a2 >> 4
-    const __m128i lo6 =
-        _mm_and_si128(p, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
-    const __m128i hi2 =
-        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-    const __m256i sm = _mm256_cvtepu8_epi16(_mm_or_si128(lo6, hi2));
+    // ggml's vec_dot unpacks them, in vector registers.
+    const __m256i sm = _mm256_cvtepu8_epi16(ScalesMinsK4(b.scales));
     const __m512i sm512 = _mm512_castsi256_si512(sm);
     for (int m = 0; m < 2; ++m) {
       // int32 lanes 0..7: (scale 4m, scale 4m + 1), 8..15: (4m + 2, 4m + 3).

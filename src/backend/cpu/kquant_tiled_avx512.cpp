@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/kquant_scales_avx512.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "backend/cpu/transpose16x16_avx512.h"
@@ -68,14 +69,26 @@ struct Weights {
   int32_t* mins;   // [block][pair k][row]: (min_2k, min_2k+1) as two int16
 };
 
-// Sum of the 32 (k = 32) or two 16-byte halves' (k = 16) u8 values of v.
-inline int32_t SumU8(__m256i v) {
-  const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());  // 4 sums of 8
-  const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  return static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
+// Sum of the 8 int32 lanes of v (exact).
+inline int32_t SumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
 }
 
-// Row `row` (0..15) of block `blk` of the chunk into w.
+// Bytes 0..15 of the result: byte i0 of v's low 128 bits; bytes 16..31:
+// byte i1 of them (v's 16 bytes in both halves, an in-lane shuffle).
+inline __m256i SpreadBytes(__m256i v, int i0, int i1) {
+  return _mm256_shuffle_epi8(v, _mm256_setr_m128i(_mm_set1_epi8(static_cast<char>(i0)),
+                                                  _mm_set1_epi8(static_cast<char>(i1))));
+}
+
+// Row `row` (0..15) of block `blk` of the chunk into w. The scales are
+// decoded and the correction sum_s scale_s * sum_e w_e formed with vector
+// instructions (sum_e w_e * scale(e) by vpdpbusd against each element's
+// scale): at one activation tile (a 16-row batch) the unpacking is most of
+// the kernel's work.
 template <DType T>
 void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
   int8_t* out = w.w + (blk * kRows + row) * 256;
@@ -84,6 +97,12 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
   int32_t corr = 0;
   if constexpr (T == DType::kQ6_K) {
     w.d[blk * kRows + row] = F16ToF32(b.d);
+    // The 16 int8 scales, as int32 and, for the correction, per element.
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+    _mm512_storeu_si512(scale, sc32);
+    const __m256i sc_both = _mm256_broadcastsi128_si256(sc8);
+    __m256i dot = _mm256_setzero_si256();  // sum_e code_e * scale(e), by lanes
     // Half hf: elements 128hf + l (l < 32) and + 32 / + 64 / + 96, from
     // ql[64hf + l], ql[64hf + 32 + l] (low, high nibbles) and qh[32hf + l]
     // bit pairs 0-1, 2-3, 4-5, 6-7 (quant_blocks.h).
@@ -103,28 +122,23 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks s0, s0 + 1
         const int e0 = 128 * hf + 32 * q, s0 = e0 / 16;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + e0), _mm256_sub_epi8(codes[q], m32));
-        // Sums of the codes of each 16-element half, minus 32 per element.
-        const __m256i sad = _mm256_sad_epu8(codes[q], _mm256_setzero_si256());
-        const int32_t lo =
-            static_cast<int32_t>(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) -
-            16 * 32;
-        const int32_t hi =
-            static_cast<int32_t>(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) -
-            16 * 32;
-        scale[s0] = b.scales[s0];
-        scale[s0 + 1] = b.scales[s0 + 1];
-        corr += scale[s0] * lo + scale[s0 + 1] * hi;
+        dot = _mm256_dpbusd_epi32(dot, codes[q], SpreadBytes(sc_both, s0, s0 + 1));
       }
     }
+    // sum_s scale_s * sum_e (code_e - 32) = sum_e code_e scale(e) - 32 * 16 * sum_s scale_s.
+    corr = SumI32(dot) - 512 * _mm512_reduce_add_epi32(sc32);
   } else {
     w.d[blk * kRows + row] = F16ToF32(b.d);
     w.dmin[blk * kRows + row] = F16ToF32(b.dmin);
-    uint8_t sc[8], m[8];
-    for (int s = 0; s < 8; ++s) GetScaleMinK4(s, b.scales, &sc[s], &m[s]);
-    for (int k = 0; k < 4; ++k) {
-      w.mins[(blk * 4 + k) * kRows + row] = static_cast<int32_t>(
-          static_cast<uint32_t>(m[2 * k]) | (static_cast<uint32_t>(m[2 * k + 1]) << 16));
-    }
+    const __m128i sm = ScalesMinsK4(b.scales);  // bytes 0..7: scales, 8..15: mins
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(scale), _mm256_cvtepu8_epi32(sm));
+    // (min_2k, min_2k+1) as int16 pairs: the mins zero-extended to int16.
+    alignas(16) int32_t min_pairs[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(min_pairs),
+                    _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+    for (int k = 0; k < 4; ++k) w.mins[(blk * 4 + k) * kRows + row] = min_pairs[k];
+    const __m256i sc_both = _mm256_broadcastsi128_si256(sm);
+    __m256i dot = _mm256_setzero_si256();  // sum_e w_e * scale(e), by lanes
     __m256i qh = _mm256_setzero_si256();
     if constexpr (T == DType::kQ5_K)
       qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -142,10 +156,11 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       }
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * c), lo);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * c + 32), hi);
-      scale[2 * c] = sc[2 * c];
-      scale[2 * c + 1] = sc[2 * c + 1];
-      corr += sc[2 * c] * SumU8(lo) + sc[2 * c + 1] * SumU8(hi);
+      // Scales <= 63: s8 operands.
+      dot = _mm256_dpbusd_epi32(dot, lo, SpreadBytes(sc_both, 2 * c, 2 * c));
+      dot = _mm256_dpbusd_epi32(dot, hi, SpreadBytes(sc_both, 2 * c + 1, 2 * c + 1));
     }
+    corr = SumI32(dot);
   }
   w.corr[blk * kRows + row] = 128 * corr;
 }
