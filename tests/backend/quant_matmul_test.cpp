@@ -437,10 +437,10 @@ TEST(QuantMatMulTest, SharedEqualsSeparateCallsBitExact) {
 // scalar model of the order, bit for bit: per output, acc = fma(f32(d_w) *
 // d_x, float(S), acc) over the 32-blocks in order, S the exact integer block
 // sum. Through QuantMatMul on the GGUF rows and QuantMatMulShared on the
-// rows16 copy, for row counts around the 16-row tile (partial tail tiles of
-// every piece size), a partial last group of weight rows, one chunk of
-// blocks or three (the last partial), 1 and 2 threads. With batch_invariant
-// the batch keeps the one-row order.
+// rows16 copy, for one row (decode), a few, and row counts around the
+// 16-row tile (partial tail tiles of every piece size), a partial last group of weight rows, one
+// chunk of blocks or three (the last partial), 1 and 2 threads. With batch_invariant the batch
+// keeps the one-row order.
 TEST(QuantMatMulTest, PerBlockOrderKernelsMatchTheirModelBitForBit) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 level here";
   std::vector<bool> amx_settings = {false};
@@ -465,8 +465,8 @@ TEST(QuantMatMulTest, PerBlockOrderKernelsMatchTheirModelBitForBit) {
         const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
         const rows16::PackedBuffer packed =
             rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
-        for (int64_t n_rows :
-             {qmm::kBlockOrderMinRows, int64_t{16}, int64_t{17}, int64_t{31}, int64_t{45}}) {
+        for (int64_t n_rows : {int64_t{1}, int64_t{3}, qmm::kAmxMinRows, int64_t{16}, int64_t{17},
+                               int64_t{31}, int64_t{45}}) {
           SCOPED_TRACE(Name(t) + " n_in=" + std::to_string(n_in) +
                        " n_rows=" + std::to_string(n_rows));
           const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));

@@ -200,7 +200,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
   const bool amx = n_rows >= qmm::kAmxMinRows && AmxActive();
   const bool tiled_k = n_rows >= qmm::kTiledMinRows && !batch_invariant && avx512;
-  // Kernel for output i from the above, or nullptr (PickKernel's then).
+  // The kernel for out from the above, or nullptr (PickKernel's then).
   auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
     if (!avx512) return nullptr;
     if (qmm::UsesQ8KActs(out.wtype)) {

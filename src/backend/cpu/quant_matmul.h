@@ -41,14 +41,15 @@ class ThreadPool;
 //   well under 2e-2.
 //   * F32, F16, BF16: exact f32 activations, f32 accumulation (error ~1e-6
 //     relative to sum_i |w_i x_i|, tested at 1e-5).
-//   * Q4_0 and Q8_0 products of qmm::kBlockOrderMinRows (8) or more rows at
-//     the AVX-512 level take the per-block order: each 32-block's integer
+//   * Q4_0 and Q8_0 products at the AVX-512 level take the per-block
+//     order, for every row count: each 32-block's integer
 //     sum is exact as above, then accumulated once per block, acc =
 //     fma(f32(d_w) * d_x, float(sum), acc) -- the order of llama.cpp's
-//     repacked and AMX batch kernels rather than ggml's vec_dot (8 partial
-//     sums per block), so these outputs differ from the one-row ones by f32
-//     rounding only. The AMX tile kernel (AmxActive, cpu_features.h) and the
-//     VNNI kernel (without AMX) give the same bits. Q4_1 stays on the
+//     repacked and AMX kernels rather than ggml's vec_dot (8 partial sums
+//     per block, what the AVX2 and scalar levels run), so these outputs
+//     differ from those levels' by f32 rounding only. The AMX tile kernel
+//     (8+ rows, AmxActive, cpu_features.h) and the VNNI kernel give the
+//     same bits. Q4_1 stays on the
 //     vec_dot order: SmolLM2-135M-Instruct (Q4_1) moved by 0.19 mean |logit|
 //     with the per-block one (the teacher-forced limit is 0.1). The K-quant
 //     batch kernels for Q4_K, Q5_K and Q6_K at that level (AMX, or VNNI
@@ -60,7 +61,7 @@ class ThreadPool;
 // IQ4_NL with n_rows == 1 sums its blocks as ggml's one-row vec_dot does
 // (two accumulators), other row counts as llama.cpp's batch GEMM (one
 // accumulator); the K-quants take llama.cpp's tiled order in products of 8+
-// rows (kquant_kernels.h); Q4_0 and Q8_0 the per-block order above. The scalar
+// rows (kquant_kernels.h). The scalar
 // level gives the same bits on every CPU (ggml's
 // portable *_generic order); SIMD levels differ from it by rounding.
 // pool may be null (runs on the caller); work is split over whole output rows.

@@ -92,23 +92,20 @@ void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 // accumulators between chunks of blocks).
 constexpr int64_t kPackedScratchPerRow = 9 * 16;
 
-// The per-block order (quant_matmul.h): Q4_0 and Q8_0 products of
-// kBlockOrderMinRows or more activation rows at the AVX-512 level, unless
-// Acts::batch_invariant, on the AMX kernel where AmxActive(), else on the
-// VNNI kernel (quant_matmul_blocks_avx512.cpp, Avx512BlockOrderKernel):
-// the same bits on both. Its scratch: kBlockOrderScratchFloats plus
-// kAmxScratchPerRow per activation row.
-constexpr int64_t kBlockOrderMinRows = 8;
+// The per-block order (quant_matmul.h): every Q4_0 and Q8_0 product at the
+// AVX-512 level, on the VNNI kernel (quant_matmul_blocks_avx512.cpp,
+// Avx512BlockOrderKernel) or, from kAmxMinRows rows where AmxActive(), the
+// AMX kernel: the same bits on both. The VNNI kernel's scratch:
+// kBlockOrderScratchFloats plus kAmxScratchPerRow per activation row.
 constexpr int64_t kBlockOrderChunkBlocks = 32;
 constexpr int64_t kBlockOrderScratchFloats = 16 + kBlockOrderChunkBlocks * (128 + 8);
 // The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
-// kAmxMinRows or more activation rows on AMX machines (AmxActive), unless
-// Acts::batch_invariant. It sums each 32-block exactly in int32 and then per
-// block in f32 (llama.cpp's repacked / AMX order, quant_matmul.h), so its
-// outputs differ from the one-row kernels' by rounding. It reads the
-// activations from Acts::q_tiles / d_tiles (ArrangeTiles). Scratch: kAmxScratchFloats (the
-// chunk's tiles) plus kAmxScratchPerRow per padded activation row.
-constexpr int64_t kAmxMinRows = kBlockOrderMinRows;
+// kAmxMinRows or more activation rows on AMX machines (AmxActive). It sums
+// each 32-block exactly in int32 and then per block in f32 (the per-block
+// order above). It reads the activations from Acts::q_tiles / d_tiles
+// (ArrangeTiles). Scratch: kAmxScratchFloats (the chunk's tiles) plus
+// kAmxScratchPerRow per padded activation row.
+constexpr int64_t kAmxMinRows = 8;
 constexpr int64_t kAmxTileRows = 16;
 constexpr int64_t kAmxChunkBlocks = 32;
 constexpr int64_t kAmxScratchFloats = 16 + kAmxChunkBlocks * (128 + 128 + 8) + 4 * 256 + 256;
