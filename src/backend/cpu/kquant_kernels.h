@@ -43,8 +43,11 @@
 // vec_dot order above for every row count.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "core/dtype.h"
 
@@ -67,6 +70,33 @@ void QuantizeRowQ8K(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsu
 // q8k_quantize_avx512.cpp; call only at that SimdLevel or above).
 void QuantizeRowQ8KAvx2(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
 void QuantizeRowQ8KAvx512(const float* x, int64_t n, int8_t* q, float* d, int16_t* bsum);
+
+// The tile kernels' weight side (kquant_amx.cpp, kquant_tiled_avx512.cpp):
+// for each of the 16 weight rows o .. o + 15 of a group (GGUF rows, row r at
+// W + r * row_bytes; rows past o_end repeat the last, computed but never
+// stored), unpack(block, r, j) for the chunk's blocks kb0 + j, j < len; then
+// the row's next chunk of chunk_blocks blocks (after its last, the next
+// group's first chunk of the same row) is prefetched into L2 while the
+// chunk's tiles run: the unpacking otherwise waits on each block's first
+// line (a 16-row batch multiplies every weight once, straight from memory).
+// Past the matrix's end the prefetch points beyond it: it never faults.
+template <DType T, typename Unpack>
+inline void UnpackGroupChunk(const void* W, size_t row_bytes, int64_t o, int64_t o_end, int64_t kb0,
+                             int64_t len, int64_t chunk_blocks, int64_t nkb, Unpack&& unpack) {
+  using Block = typename KBlockOf<T>::type;
+  constexpr int kGroupRows = 16;
+  for (int r = 0; r < kGroupRows; ++r) {
+    const Block* blocks = reinterpret_cast<const Block*>(
+        static_cast<const uint8_t*>(W) + std::min<int64_t>(o + r, o_end - 1) * row_bytes);
+    for (int64_t j = 0; j < len; ++j) unpack(blocks[kb0 + j], r, j);
+    const uint8_t* next = kb0 + chunk_blocks < nkb
+                              ? reinterpret_cast<const uint8_t*>(blocks + kb0 + chunk_blocks)
+                              : static_cast<const uint8_t*>(W) + (o + kGroupRows + r) * row_bytes;
+    for (size_t off = 0; off < static_cast<size_t>(chunk_blocks) * sizeof(Block); off += 64) {
+      __builtin_prefetch(next + off, 0, 2);  // prefetcht1 on x86
+    }
+  }
+}
 
 // Kernels for the types above (nullptr for any other type).
 Kernel KQuantScalarKernel(DType t);

@@ -253,20 +253,8 @@ void KTiledKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_en
     const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));  // live weight rows
     for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
       const int64_t len = std::min(kChunk, nkb - kb0);
-      for (int r = 0; r < kRows; ++r) {  // rows past o_end repeat the last (never stored)
-        const Block* blocks = reinterpret_cast<const Block*>(
-            static_cast<const uint8_t*>(W) + std::min<int64_t>(o + r, o_end - 1) * row_bytes);
-        for (int64_t j = 0; j < len; ++j) UnpackRow<T>(blocks[kb0 + j], r, w, j);
-        // The row's next chunk (or, after its last, the next group's first
-        // chunk of the same row) into L2 while this chunk's tiles run, as
-        // the AMX kernel does. A prefetch past the matrix never faults.
-        const uint8_t* next = kb0 + kChunk < nkb
-                                  ? reinterpret_cast<const uint8_t*>(blocks + kb0 + kChunk)
-                                  : static_cast<const uint8_t*>(W) + (o + kRows + r) * row_bytes;
-        for (size_t off = 0; off < kChunk * sizeof(Block); off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
-        }
-      }
+      qmm::UnpackGroupChunk<T>(W, row_bytes, o, o_end, kb0, len, kChunk, nkb,
+                               [&](const Block& b, int r, int64_t j) { UnpackRow<T>(b, r, w, j); });
       const bool first = kb0 == 0, last = kb0 + len == nkb;
       for (int64_t t = 0; t < n_tiles; ++t) {
         const uint8_t* act =

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -112,6 +113,25 @@ void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint
 }
 
 size_t BlockBytes(DType t) { return Info(t).block_bytes; }
+
+GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
+                        int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
+                        uint8_t* sc_buf) {
+  const TypeInfo ti = Info(t);
+  if (packed) {
+    const uint8_t* group = static_cast<const uint8_t*>(W) + (o / kRows) * GroupBytes(t, nb);
+    return {group + static_cast<size_t>(b0) * ti.words * 64,
+            group + static_cast<size_t>(nb) * kRows * 4 * ti.words +
+                static_cast<size_t>(b0) * ti.scales * kRows * 2};
+  }
+  const uint8_t* rows[kRows];
+  for (int l = 0; l < kRows; ++l) {
+    const int64_t row = std::min(o + l, o_end - 1);
+    rows[l] = static_cast<const uint8_t*>(W) + row * row_bytes + b0 * ti.block_bytes;
+  }
+  PackGroup(t, rows, len, qs_buf, sc_buf);
+  return {qs_buf, sc_buf};
+}
 
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
           ThreadPool* pool) {

@@ -66,6 +66,20 @@ void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint
 // Bytes of one GGUF block of t (a supported type).
 size_t BlockBytes(DType t);
 
+// Blocks [b0, b0 + len) of the group of rows o .. o + 15 of an n_out x
+// (nb blocks) matrix, as rows16 words and scales, for kernels that run a
+// group chunk by chunk: from W itself when it is the rows16 copy (packed),
+// else packed from the GGUF rows (row r at W + r * row_bytes; rows past
+// o_end repeat the last) into qs_buf / sc_buf (len * Words * 64 and len *
+// Scales * 32 bytes), which then hold them.
+struct GroupChunk {
+  const uint8_t* qs;
+  const uint8_t* sc;
+};
+GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
+                        int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
+                        uint8_t* sc_buf);
+
 // The AVX-512 packing loop for one group (packed_weight_avx512.cpp): rows
 // are the group's 16 source rows, qs / sc where its quants and scales go.
 // false (nothing written) when the rows lie too far apart for 32-bit gather

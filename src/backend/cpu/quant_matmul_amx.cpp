@@ -108,8 +108,6 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
   constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;  // rows16::Words(T)
   const int64_t nb = a.n_blocks;
   const int64_t n_tiles = (a.n_rows + kRows - 1) / kRows;
-  const size_t qs_bytes = static_cast<size_t>(nb) * kRows * 4 * kWords;
-  const size_t group_bytes = qs_bytes + static_cast<size_t>(nb) * kRows * 2;  // rows16::GroupBytes
   // scratch, 64-byte aligned: the chunk's B tiles, the C ring, its rows16
   // words and scales (unpacked weights only), the accumulators of every
   // activation row between chunks ([n_tiles * 16][16] f32).
@@ -129,23 +127,12 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
   for (int64_t o = o_begin; o < o_end; o += kRows) {
     const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));
     const __mmask16 mask = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
-    const uint8_t* group = static_cast<const uint8_t*>(W) + (o / kRows) * group_bytes;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t len = std::min(kChunkBlocks, nb - b0);
-      const uint8_t* qs = group + b0 * kWords * 64;
-      const uint8_t* sc = group + qs_bytes + b0 * kRows * 2;
-      if constexpr (!kPacked) {
-        // Rows past o_end repeat the last one (computed, never stored).
-        const uint8_t* rows[kRows];
-        for (int l = 0; l < kRows; ++l) {
-          const int64_t row = std::min(o + l, o_end - 1);
-          rows[l] = static_cast<const uint8_t*>(W) + row * row_bytes +
-                    b0 * static_cast<int64_t>(rows16::BlockBytes(T));
-        }
-        rows16::PackGroup(T, rows, len, chunk_qs, chunk_sc);
-        qs = chunk_qs;
-        sc = chunk_sc;
-      }
+      const rows16::GroupChunk chunk =
+          rows16::ChunkOfGroup(T, W, kPacked, row_bytes, o, o_end, nb, b0, len, chunk_qs, chunk_sc);
+      const uint8_t* qs = chunk.qs;
+      const uint8_t* sc = chunk.sc;
       UnpackChunk<T>(qs, len, b_tiles);
       const bool first = b0 == 0, last = b0 + len == nb;
       for (int64_t t = 0; t < n_tiles; ++t) {
