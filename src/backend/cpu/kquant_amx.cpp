@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "backend/cpu/amx_tile_config.h"
+#include "backend/cpu/kquant_codes_avx512.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
@@ -84,25 +85,11 @@ template <DType T>
 void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
   int8_t* h = w.h + blk * kChunksPerBlock * kTileBytes + row * 64;
   int8_t* l = w.l + blk * kChunksPerBlock * kTileBytes + row * 64;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   if constexpr (T == DType::kQ6_K) {
     w.d[blk * kRows + row] = F16ToF32(b.d);
-    // Half hf: elements 128hf + l (l < 32) and + 32 / + 64 / + 96, from
-    // ql[64hf + l], ql[64hf + 32 + l] (low, high nibbles) and qh[32hf + l]
-    // bit pairs 0-1, 2-3, 4-5, 6-7 (quant_blocks.h).
     for (int hf = 0; hf < 2; ++hf) {
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf));
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * hf));
-      const __m256i three = _mm256_set1_epi8(3);
-      auto high = [&](int shift) {  // bits shift, shift + 1 of qh, moved to bits 4-5
-        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), three), 4);
-      };
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(qa, low4), high(0)),
-          _mm256_or_si256(_mm256_and_si256(qb, low4), high(2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), low4), high(4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), high(6))};
+      __m256i v[4];
+      HalfCodesQ6K(b, hf, v);
       for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks 8hf + 2q, + 1
         const int e0 = 128 * hf + 32 * q;
         const __m512i codes = _mm512_sub_epi16(_mm512_cvtepu8_epi16(v[q]), _mm512_set1_epi16(32));
@@ -122,21 +109,9 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       w.mins[(blk * 4 + k) * kRows + row] = static_cast<int32_t>(
           static_cast<uint32_t>(m[2 * k]) | (static_cast<uint32_t>(m[2 * k + 1]) << 16));
     }
-    __m256i qh = _mm256_setzero_si256();
-    if constexpr (T == DType::kQ5_K)
-      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
     for (int c = 0; c < kChunksPerBlock; ++c) {
-      // Chunk c: low nibbles of qs[32c ..] (sub-block 2c), then the high
-      // ones (2c + 1); Q5_K adds 16 where bit 2c / 2c + 1 of qh[l] is set.
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      if constexpr (T == DType::kQ5_K) {
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(
-            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi = _mm256_or_si256(
-            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-      }
+      __m256i lo, hi;
+      ChunkCodesK45<typename KBlockOf<T>::type, T == DType::kQ5_K>(b, c, &lo, &hi);
       SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(sc[2 * c])),
                  h + c * kTileBytes, l + c * kTileBytes);
       SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * c + 1])),

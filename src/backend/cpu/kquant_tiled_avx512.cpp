@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/kquant_codes_avx512.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/kquant_scales_avx512.h"
 #include "backend/cpu/quant_blocks.h"
@@ -93,7 +94,6 @@ template <DType T>
 void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
   int8_t* out = w.w + (blk * kRows + row) * 256;
   int32_t* scale = w.scale + (blk * kRows + row) * 16;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   int32_t corr = 0;
   if constexpr (T == DType::kQ6_K) {
     w.d[blk * kRows + row] = F16ToF32(b.d);
@@ -103,22 +103,10 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
     _mm512_storeu_si512(scale, sc32);
     const __m256i sc_both = _mm256_broadcastsi128_si256(sc8);
     __m256i dot = _mm256_setzero_si256();  // sum_e code_e * scale(e), by lanes
-    // Half hf: elements 128hf + l (l < 32) and + 32 / + 64 / + 96, from
-    // ql[64hf + l], ql[64hf + 32 + l] (low, high nibbles) and qh[32hf + l]
-    // bit pairs 0-1, 2-3, 4-5, 6-7 (quant_blocks.h).
-    const __m256i three = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+    const __m256i m32 = _mm256_set1_epi8(32);
     for (int hf = 0; hf < 2; ++hf) {
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf));
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * hf + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * hf));
-      auto high = [&](int shift) {  // bits shift, shift + 1 of qh, moved to bits 4-5
-        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), three), 4);
-      };
-      const __m256i codes[4] = {
-          _mm256_or_si256(_mm256_and_si256(qa, low4), high(0)),
-          _mm256_or_si256(_mm256_and_si256(qb, low4), high(2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), low4), high(4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), high(6))};
+      __m256i codes[4];
+      HalfCodesQ6K(b, hf, codes);
       for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks s0, s0 + 1
         const int e0 = 128 * hf + 32 * q, s0 = e0 / 16;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + e0), _mm256_sub_epi8(codes[q], m32));
@@ -139,21 +127,9 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
     for (int k = 0; k < 4; ++k) w.mins[(blk * 4 + k) * kRows + row] = min_pairs[k];
     const __m256i sc_both = _mm256_broadcastsi128_si256(sm);
     __m256i dot = _mm256_setzero_si256();  // sum_e w_e * scale(e), by lanes
-    __m256i qh = _mm256_setzero_si256();
-    if constexpr (T == DType::kQ5_K)
-      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
     for (int c = 0; c < kChunksPerBlock; ++c) {
-      // Chunk c: low nibbles of qs[32c ..] (sub-block 2c), then the high
-      // ones (2c + 1); Q5_K adds 16 where bit 2c / 2c + 1 of qh[l] is set.
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      if constexpr (T == DType::kQ5_K) {
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(
-            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi = _mm256_or_si256(
-            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-      }
+      __m256i lo, hi;
+      ChunkCodesK45<typename KBlockOf<T>::type, T == DType::kQ5_K>(b, c, &lo, &hi);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * c), lo);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * c + 32), hi);
       // Scales <= 63: s8 operands.
