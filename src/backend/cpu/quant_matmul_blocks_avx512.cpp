@@ -1,18 +1,19 @@
-// AVX-512 VNNI QuantMatMul kernel for batches of Q4_0 and Q8_0 in the
-// per-block order (quant_matmul_kernels.h, Avx512BlockOrderKernel): the
-// order of the AMX kernel (quant_matmul_amx.cpp), bit for bit, for AVX-512
-// machines without AMX. Per output y[r][o]:
+// AVX-512 VNNI QuantMatMul kernel for Q4_0 and Q8_0 in the per-block order
+// (quant_matmul_kernels.h, Avx512BlockOrderKernel), for every row count at
+// the AVX-512 level: the order of the AMX kernel (quant_matmul_amx.cpp,
+// which takes products of 8+ rows where the CPU has AMX), bit for bit. Per
+// output y[r][o]:
 //   acc = 0
 //   per 32-block b, ascending:
 //     S   = sum over the block's 32 elements of w_e * q_e   (int32, exact)
 //     acc = fma(f32(d_w[o][b]) * d_x[r][b], float(S), acc)
 //   y[r][o] = acc
 //
-// Why a second order beside ggml's vec_dot one (QuantWideKernel and the
-// rows16 PackedKernel, 8 lane accumulators per output): there every 4
-// products cost a vpdpbusd, a vcvtdq2ps and a vfmadd; here the 8 vpdpbusd of
-// a block chain into one int32 sum, so a block costs 8 vpdpbusd and 3 float
-// instructions per 16 outputs instead of 8 + 16. llama.cpp's repacked batch
+// Why not ggml's vec_dot order (the AVX2 level's, and the rows16 kernel's
+// for Q4_1 / Q5_0: 8 lane accumulators per output): there every 4 products
+// cost a vpdpbusd, a vcvtdq2ps and a vfmadd; here the 8 vpdpbusd of a block
+// chain into one int32 sum, so a block costs 8 vpdpbusd and 3 float
+// instructions per 16 outputs instead of 8 + 16. llama.cpp's repacked
 // kernels (q4_0_8x8, AMX) accumulate per block like this too.
 //
 // Data flow, per group of 16 weight rows (rows16, packed_weight.h) and chunk
@@ -24,7 +25,8 @@
 // sum(q) (Acts::block_bias), so that vpdpbusd's u8 x s8 products give
 // sum(w * q) exactly. Accumulators are saved between chunks (one vector per
 // row). Unpacked (GGUF) weights are first packed into rows16 words chunk by
-// chunk (rows16::PackGroup), so both give the same bits.
+// chunk (rows16::ChunkOfGroup), so both give the same bits. One activation
+// row (decode) reads each weight byte once and prefetches ahead.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive).
 #pragma GCC diagnostic push
