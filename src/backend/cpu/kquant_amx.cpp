@@ -248,43 +248,6 @@ Kernel KQuantAmxKernel(DType t) {
   }
 }
 
-void ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
-                   std::vector<float>* kd_tiles, std::vector<int32_t>* kbsum_tiles) {
-  const int64_t n_tiles = (acts.n_rows + kRows - 1) / kRows, nkb = acts.n_kblocks;
-  const int64_t n_chunks = acts.n_in / 64;
-  kq_tiles->assign(static_cast<size_t>(n_tiles * kRows * acts.n_in), 0);
-  kd_tiles->assign(static_cast<size_t>(n_tiles * nkb * kRows), 0.0f);
-  kbsum_tiles->assign(static_cast<size_t>(n_tiles * nkb * 4 * kRows), 0);
-  for (int64_t r = 0; r < acts.n_rows; ++r) {
-    const int64_t t = r / kRows, n = r % kRows;
-    const int8_t* q = acts.kq + r * acts.n_in;
-    // B tile (t, chunk c): row k holds elements 64c + 4k .. + 3 of the 16
-    // activation rows, 4 bytes each.
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      int8_t* tile = kq_tiles->data() + (t * n_chunks + c) * kTileBytes;
-      for (int k = 0; k < 16; ++k) std::memcpy(tile + k * 64 + 4 * n, q + 64 * c + 4 * k, 4);
-      if (biased) {  // q + 128 as u8 = q with its sign bit flipped
-        for (int k = 0; k < 16; ++k) {
-          for (int e = 0; e < 4; ++e) tile[k * 64 + 4 * n + e] ^= static_cast<int8_t>(0x80);
-        }
-      }
-    }
-    for (int64_t kb = 0; kb < nkb; ++kb) {
-      (*kd_tiles)[static_cast<size_t>((t * nkb + kb) * kRows + n)] = acts.kd[r * nkb + kb];
-      // Sums of the 32-element sub-blocks 2k and 2k + 1 as an int16 pair.
-      const int16_t* bs = acts.kbsum + (r * nkb + kb) * 16;
-      for (int k = 0; k < 4; ++k) {
-        const int32_t s0 = bs[4 * k] + bs[4 * k + 1], s1 = bs[4 * k + 2] + bs[4 * k + 3];
-        (*kbsum_tiles)[static_cast<size_t>(((t * nkb + kb) * 4 + k) * kRows + n)] =
-            static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(s0)) |
-                                 (static_cast<uint32_t>(static_cast<uint16_t>(s1)) << 16));
-      }
-    }
-  }
-  acts.kq_tiles = kq_tiles->data();
-  acts.kd_tiles = kd_tiles->data();
-  acts.kbsum_tiles = kbsum_tiles->data();
-}
 }  // namespace qmm
 }  // namespace llm
 
