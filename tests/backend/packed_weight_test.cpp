@@ -219,63 +219,66 @@ TEST(PackedWeightTest, KernelMatchesAvx2BitForBitAndFloat64Reference) {
 
 // Through QuantMatMulShared as the CPU backend calls it: a packed copy gives
 // the same bits as the GGUF rows, threaded or not, mixed with an unpacked
-// output; with the AVX2 level forced, the packed copy is ignored.
+// output, at every level with rows16 kernels (AVX-512: all four types; AVX2:
+// Q4_0 and Q8_0, the copy of the others ignored).
 TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
-  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (DetectSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   SimdLevelGuard guard;
   std::mt19937 rng(FreshSeed());
   ThreadPool pool(2);
   const int64_t n_in = 32 * 9;
   constexpr size_t kN = std::size(kTypes);
-  for (int64_t n_rows : {int64_t{1}, int64_t{4}}) {
-    std::vector<std::vector<uint8_t>> ws;
-    std::vector<rows16::PackedBuffer> packed;
-    std::vector<int64_t> n_outs = {77, 48, 19, 33};
-    for (size_t i = 0; i < kN; ++i) {
-      const DType t = kTypes[i];
-      const size_t rb = *RowBytes(t, n_in);
-      ws.push_back(RandomWeights(rng, t, n_outs[i], n_in, rb));
-      packed.push_back(rows16::MakePacked(t, ws.back().data(), rb, n_outs[i], n_in, &pool));
-    }
-    const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
-    auto run = [&](bool use_packed, ThreadPool* p) {
-      std::vector<std::vector<float>> ys(kN);
-      QuantMatMulOutput outs[kN];
+  std::vector<SimdLevel> levels = {SimdLevel::kAvx2};
+  if (DetectSimdLevel() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  for (const SimdLevel level : levels) {
+    SetSimdLevelForTesting(level);
+    for (int64_t n_rows : {int64_t{1}, int64_t{4}}) {
+      SCOPED_TRACE(std::string(SimdLevelName(level)) + " n_rows " + std::to_string(n_rows));
+      std::vector<std::vector<uint8_t>> ws;
+      std::vector<rows16::PackedBuffer> packed;
+      std::vector<int64_t> n_outs = {77, 48, 19, 33};
       for (size_t i = 0; i < kN; ++i) {
-        ys[i].assign(static_cast<size_t>(n_rows * n_outs[i]), NAN);
-        outs[i].wtype = kTypes[i];
-        outs[i].W = ws[i].data();
-        outs[i].row_bytes = *RowBytes(kTypes[i], n_in);
-        outs[i].n_out = n_outs[i];
-        // The middle output stays unpacked: mixed lists work.
-        outs[i].packed = use_packed && i != 1 ? packed[i].data.get() : nullptr;
-        outs[i].y = ys[i].data();
-        outs[i].y_stride = static_cast<size_t>(n_outs[i]);
+        const DType t = kTypes[i];
+        const size_t rb = *RowBytes(t, n_in);
+        ws.push_back(RandomWeights(rng, t, n_outs[i], n_in, rb));
+        packed.push_back(rows16::MakePacked(t, ws.back().data(), rb, n_outs[i], n_in, &pool));
       }
-      EXPECT_TRUE(QuantMatMulShared(outs, kN, n_in, x.data(), n_in, n_rows, p).ok());
-      return ys;
-    };
-    const auto want = run(false, nullptr);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-      const auto got = run(true, p);
+      const std::vector<float> x = RandomVector(rng, static_cast<size_t>(n_rows * n_in));
+      auto run = [&](bool use_packed, ThreadPool* p) {
+        std::vector<std::vector<float>> ys(kN);
+        QuantMatMulOutput outs[kN];
+        for (size_t i = 0; i < kN; ++i) {
+          ys[i].assign(static_cast<size_t>(n_rows * n_outs[i]), NAN);
+          outs[i].wtype = kTypes[i];
+          outs[i].W = ws[i].data();
+          outs[i].row_bytes = *RowBytes(kTypes[i], n_in);
+          outs[i].n_out = n_outs[i];
+          // The second output stays unpacked: mixed lists work.
+          outs[i].packed = use_packed && i != 1 ? packed[i].data.get() : nullptr;
+          outs[i].y = ys[i].data();
+          outs[i].y_stride = static_cast<size_t>(n_outs[i]);
+        }
+        EXPECT_TRUE(QuantMatMulShared(outs, kN, n_in, x.data(), n_in, n_rows, p).ok());
+        return ys;
+      };
+      const auto want = run(false, nullptr);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        const auto got = run(true, p);
+        for (size_t i = 0; i < kN; ++i) {
+          ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+              << Name(kTypes[i]);
+        }
+      }
+      // A garbage copy shows whether the copy is read at all: it must change
+      // the outputs of the types this level reads a copy of, and no other.
+      for (auto& b : packed) std::memset(b.data.get(), 0x5A, b.bytes);
+      const auto garbage = run(true, nullptr);
       for (size_t i = 0; i < kN; ++i) {
-        ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
-            << Name(kTypes[i]) << " n_rows " << n_rows;
+        if (i == 1) continue;  // unpacked
+        const bool changed =
+            std::memcmp(want[i].data(), garbage[i].data(), want[i].size() * sizeof(float)) != 0;
+        EXPECT_EQ(changed, QuantMatMulReadsRows16(kTypes[i])) << Name(kTypes[i]);
       }
-    }
-    // A garbage copy shows whether the copy is read at all: at AVX-512 it
-    // must change the packed outputs, at AVX2 it must not.
-    for (auto& b : packed) std::memset(b.data.get(), 0x5A, b.bytes);
-    const auto garbage = run(true, nullptr);
-    EXPECT_NE(std::memcmp(want[0].data(), garbage[0].data(), want[0].size() * sizeof(float)), 0);
-    // (Q4_0 and Q8_0 take another order at AVX-512: compare AVX2 with AVX2.)
-    SetSimdLevelForTesting(SimdLevel::kAvx2);
-    const auto want_avx2 = run(false, nullptr);
-    const auto avx2 = run(true, nullptr);
-    SetSimdLevelForTesting(std::nullopt);
-    for (size_t i = 0; i < kN; ++i) {
-      ASSERT_EQ(std::memcmp(want_avx2[i].data(), avx2[i].data(), want[i].size() * sizeof(float)),
-                0);
     }
   }
 }

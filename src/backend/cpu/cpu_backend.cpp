@@ -187,8 +187,7 @@ void CpuBackend::Pack(WeightRecord& r) {
   r.pack_later = false;
   const Weight& m = r.matrix;
   if (!enabled) return;
-  const bool rows16_layout =
-      ActiveSimdLevel() == SimdLevel::kAvx512 && rows16::Supports(m.type) && m.n_in % 32 == 0;
+  const bool rows16_layout = QuantMatMulReadsRows16(m.type) && m.n_in % 32 == 0;
   // Every other matrix of a file mapping gets a plain copy of its rows
   // (weight_buffer.h: decode reads it faster than the mapping). From a
   // caller's buffer, which is never released, such a copy would only add

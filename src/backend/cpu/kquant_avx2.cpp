@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 
@@ -99,7 +100,6 @@ inline float TiledStep(int32_t s1, int32_t s2, float dw, float dmin, float yd, f
 
 template <DType T>
 constexpr bool kSignedK = T == DType::kQ3_K || T == DType::kIQ4_XS;
-
 
 inline __m256i Load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -340,6 +340,7 @@ void KernelKT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, c
   using Block = typename KBlockOf<T>::type;
   KState st[kRowBlock];
   KUnpacked u;
+  const int64_t prefetch_blocks = qmm::kDecodePrefetchBlocks<T> * DecodePrefetchScale();
   for (int64_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
     const int64_t nr = a.n_rows - rb < kRowBlock ? a.n_rows - rb : kRowBlock;
     for (int64_t o = o_begin; o < o_end; ++o) {
@@ -354,6 +355,14 @@ void KernelKT(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end, c
         one.summs = 0.0f;
         one.tacc = 0.0f;
         for (int64_t i = 0; i < a.n_kblocks; ++i) {
+          // The block kDecodePrefetchBlocks ahead into L2, in the next row
+          // near this one's end (past the matrix's last row this points
+          // beyond it: a prefetch never faults).
+          const int64_t ahead = i + prefetch_blocks;
+          const char* p = ahead < a.n_kblocks ? reinterpret_cast<const char*>(&blocks[ahead])
+                                              : reinterpret_cast<const char*>(blocks) + row_bytes +
+                                                    (ahead - a.n_kblocks) * sizeof(Block);
+          for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
           KUnpacked u1;
           UnpackK<T>(blocks[i], &u1);
           AccumulateK<T, Tiled>(u1, a.kq + rb * a.n_in + 256 * i, a.kd[rb * a.n_kblocks + i],

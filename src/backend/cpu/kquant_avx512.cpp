@@ -74,7 +74,6 @@ constexpr __mmask32 kHigh16 = 0xFFFF0000u;
 // Upper half in bytes: lanes 32..63.
 constexpr __mmask64 kHigh8 = 0xFFFFFFFF00000000ull;
 
-
 // One weight block, unpacked into 4 registers of 64 u8 weights (w[2m] and
 // w[2m + 1] are multiplied together, see Accumulate) and 2 registers of
 // int16 scale pairs.
@@ -430,20 +429,7 @@ constexpr int kBatchStep = T == DType::kQ6_K ? 2 : 4;
 // Activation rows per pass over a weight row in batches (states stay in L1).
 constexpr int64_t kRowBlock = 32;
 
-// Weight blocks ahead that the one-row (decode) kernel prefetches: decode
-// streams every weight from memory once, R rows (R streams) at a time, and
-// the hardware prefetcher alone left much of the bandwidth unused. Near a
-// row's end the prefetch moves on to the next step's rows (o + R ..), so
-// that no step starts cold. Into L2 (prefetcht1): prefetcht0 made the
-// prefetches compete with the demand loads for L1's fill buffers. Measured
-// on the 1B shape, 2 threads, weights in anonymous memory (weight_buffer.h):
-// Q4_K 4 blocks ahead beat 8 and 16 (+2-4 %), Q6_K 8 beat 4 and 16; 8
-// Q4_K rows per step instead of 4 gained nothing. On AMD Zen 4 4x further
-// (DecodePrefetchScale, cpu_features.h; 1B Q4_K_M decode, 2 threads, 4
-// alternating rounds: median 31 -> 46 tokens/s at 4x, 44 at 2x, 45 at 8x,
-// 38 at 16x; 1B Q6_K 28 -> 34).
-template <DType T>
-constexpr int64_t kPrefetchBlocks = T == DType::kQ6_K ? 8 : 4;
+// How far ahead one row prefetches: qmm::kDecodePrefetchBlocks (kquant_kernels.h).
 
 // R weight rows o .. o + R - 1 against activation row `row`.
 template <DType T, int R>
@@ -466,7 +452,7 @@ LLM_KQ5_INLINE void OneRowStep(const char* W, size_t row_bytes, int64_t o, const
     for (int r = 0; r < R; ++r) {
       // (Past the matrix's last row this points beyond it: a prefetch never
       // faults.)
-      const int64_t ahead = i + kPrefetchBlocks<T> * prefetch_scale;
+      const int64_t ahead = i + qmm::kDecodePrefetchBlocks<T> * prefetch_scale;
       const char* p = ahead < a.n_kblocks
                           ? reinterpret_cast<const char*>(&blocks[r][ahead])
                           : W + (o + R + r) * row_bytes + (ahead - a.n_kblocks) * sizeof(Block);

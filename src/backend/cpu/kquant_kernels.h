@@ -98,6 +98,21 @@ inline void UnpackGroupChunk(const void* W, size_t row_bytes, int64_t o, int64_t
   }
 }
 
+// Weight blocks ahead that the one-row (decode) kernels prefetch (times
+// DecodePrefetchScale(), cpu_features.h): decode streams every weight from
+// memory once, a few rows (streams) at a time, and the hardware prefetcher
+// alone left much of the bandwidth unused. Near a row's end the prefetch moves
+// on to the next rows, so that no row starts cold. Into L2 (prefetcht1):
+// prefetcht0 made the prefetches compete with the demand loads for L1's fill
+// buffers. Measured on the 1B shape, 2 threads, weights in anonymous memory
+// (weight_buffer.h), AVX-512 kernel: Q4_K 4 blocks ahead beat 8 and 16 (+2-4
+// %), Q6_K 8 beat 4 and 16; 8 Q4_K rows per step instead of 4 gained nothing.
+// On AMD Zen 4 4x further (1B Q4_K_M decode, 2 threads, 4 alternating
+// rounds: median 31 -> 46 tokens/s at 4x, 44 at 2x, 45 at 8x, 38 at 16x; 1B
+// Q6_K 28 -> 34).
+template <DType T>
+constexpr int64_t kDecodePrefetchBlocks = T == DType::kQ6_K ? 8 : 4;
+
 // Kernels for the types above (nullptr for any other type).
 Kernel KQuantScalarKernel(DType t);
 Kernel KQuantAvx2Kernel(DType t);

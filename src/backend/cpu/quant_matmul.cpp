@@ -241,12 +241,17 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   //     tiled order from kTiledMinRows rows on, unless batch invariant, on
   //     the AMX kernel or the VNNI tile kernel (the same bits), from
   //     activations arranged in tiles.
+  // At the AVX2 level Q4_0 / Q8_0 run the per-block order too, on the AVX2
+  // kernel (the same bits).
   static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
-  const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
+  const SimdLevel level = ActiveSimdLevel();
+  const bool avx512 = level == SimdLevel::kAvx512;
   const bool amx = n_rows >= qmm::kAmxMinRows && AmxActive();
   const bool tiled_k = n_rows >= qmm::kTiledMinRows && !batch_invariant && avx512;
   // The kernel for out from the above, or nullptr (PickKernel's then).
   auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
+    if (level == SimdLevel::kAvx2)
+      return qmm::Avx2BlockOrderKernel(out.wtype, out.packed != nullptr);
     if (!avx512) return nullptr;
     if (qmm::UsesQ8KActs(out.wtype)) {
       if (!tiled_k) return nullptr;
@@ -267,11 +272,13 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     const int64_t nb = n_in / qmm::kActBlock;
     q.resize(static_cast<size_t>(n_rows * n_in));
     ds.resize(static_cast<size_t>(2 * n_rows * nb));
-    // The AVX-512 quantizer gives the scalar one's bytes and scales bit for
-    // bit (tests/backend/quant_matmul_test.cpp); it matters for batches: the
-    // scalar loop was ~10 % of a 16-session decode pass.
-    const auto quantize = ActiveSimdLevel() == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8Avx512
-                                                                  : &qmm::QuantizeRowQ8Scalar;
+    // The AVX2 and AVX-512 quantizers give the scalar one's bytes and scales
+    // bit for bit (tests/backend/quant_matmul_test.cpp); it matters for
+    // batches: the scalar loop was ~10 % of a 16-session decode pass on
+    // AVX-512, 4.5 % of a 1B Q4_0 prefill on AVX2.
+    const auto quantize = level == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8Avx512
+                          : level == SimdLevel::kAvx2 ? &qmm::QuantizeRowQ8Avx2
+                                                      : &qmm::QuantizeRowQ8Scalar;
     for (int64_t r = 0; r < n_rows; ++r) {
       quantize(x + r * x_stride, n_in, q.data() + r * n_in, ds.data() + 2 * r * nb);
     }
@@ -294,7 +301,6 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     kq.resize(static_cast<size_t>(n_rows * n_in));
     kd.resize(static_cast<size_t>(n_rows * nkb));
     kbsum.resize(static_cast<size_t>(n_rows * nkb * 16));
-    const SimdLevel level = ActiveSimdLevel();
     const auto quantize_k = level == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8KAvx512
                             : level == SimdLevel::kAvx2 ? &qmm::QuantizeRowQ8KAvx2
                                                         : &qmm::QuantizeRowQ8K;
@@ -337,8 +343,11 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                     static_cast<int>(outputs[i].wtype));
     }
     t.acts = acts;
-    if (batch_kernel != nullptr && !amx && qmm::UsesQuantizedActs(outputs[i].wtype)) {
-      qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);  // the VNNI per-block kernel
+    if (batch_kernel != nullptr && !amx && qmm::UsesQuantizedActs(outputs[i].wtype) &&
+        (avx512 || outputs[i].wtype == DType::kQ4_0)) {
+      // The VNNI per-block kernel; at AVX2 Q4_0's (Q8_0 multiplies signed
+      // weights there).
+      qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);
     } else if (packed != nullptr && batch_kernel == nullptr) {
       qmm::SetBias(outputs[i].wtype, &t.acts, &biases);  // the rows16 vec_dot kernel
     }
@@ -425,6 +434,17 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 }
 
 }  // namespace
+
+bool QuantMatMulReadsRows16(DType t) {
+  switch (ActiveSimdLevel()) {
+    case SimdLevel::kAvx512:
+      return rows16::Supports(t);
+    case SimdLevel::kAvx2:
+      return t == DType::kQ4_0 || t == DType::kQ8_0;
+    default:
+      return false;
+  }
+}
 
 bool QuantMatMulQuantizesActivations(DType t) {
   return qmm::UsesQuantizedActs(t) || qmm::UsesQ8KActs(t);

@@ -167,6 +167,11 @@ Kernel AmxKernel(DType t, bool packed);
 // rows16 copy (packed) or on its GGUF rows; call only at the AVX-512 level.
 // The AMX kernel's outputs bit for bit.
 Kernel Avx512BlockOrderKernel(DType t, bool packed);
+// The per-block-order AVX2 kernel for t (Q4_0, Q8_0, else nullptr) on W's
+// rows16 copy (packed) or on its GGUF rows (quant_matmul_blocks_avx2.cpp):
+// every Q4_0 / Q8_0 product at the AVX2 level, the VNNI kernel's bits. Q4_0
+// reads Acts::block_bias, Q8_0 does not. Scratch as the VNNI kernel's.
+Kernel Avx2BlockOrderKernel(DType t, bool packed);
 // The K-quant AMX kernel for t (Q4_K, Q5_K, Q6_K, else nullptr) on GGUF
 // rows; call only when AmxActive().
 Kernel KQuantAmxKernel(DType t);
@@ -176,9 +181,11 @@ Kernel KQuantTiledAvx512Kernel(DType t);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see
-// quant_matmul.cpp). The AVX-512 version (quant_matmul_avx512.cpp; call it
-// only at that level) produces the same bytes and floats.
+// quant_matmul.cpp). The AVX2 and AVX-512 versions (quant_matmul_avx2.cpp,
+// quant_matmul_avx512.cpp; call each only at its level or above) produce the
+// same bytes and floats.
 void QuantizeRowQ8Scalar(const float* x, int64_t n, int8_t* q, float* ds);
+void QuantizeRowQ8Avx2(const float* x, int64_t n, int8_t* q, float* ds);
 void QuantizeRowQ8Avx512(const float* x, int64_t n, int8_t* q, float* ds);
 
 // Scalar helpers shared by the levels (defined in quant_matmul_scalar.cpp).
