@@ -69,7 +69,7 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // kernel: its accumulators per row; the tile kernels: their chunks and rows.
   const int64_t packed = 16 + kPackedScratchPerRow * n_rows;
   const int64_t amx = std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
-                                kVnniKScratchFloats}) +
+                                kAvx2BlockOrderScratchFloats, kVnniKScratchFloats}) +
                       kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
   return std::max({n_in, packed, amx});
 }

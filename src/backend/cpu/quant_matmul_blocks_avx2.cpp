@@ -51,7 +51,7 @@ namespace {
 constexpr int kGroupRows = rows16::kRows;  // 16: a rows16 group
 constexpr int kHalfRows = 8;               // weight rows per 256-bit register
 constexpr int kTileRows = 4;               // activation rows per tile
-constexpr int64_t kChunkBlocks = qmm::kBlockOrderChunkBlocks;
+constexpr int64_t kChunkBlocks = qmm::kAvx2BlockOrderChunkBlocks;
 // Bytes ahead of the block being read that one activation row prefetches,
 // times DecodePrefetchScale() (as the AVX-512 kernel).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -60,6 +60,11 @@ template <DType T>
 constexpr int kWordsOf = T == DType::kQ8_0 ? 8 : 4;
 
 inline int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Keeps v in a register at this point: GCC otherwise reassociates a tile's
+// integer add chains into trees, computing every product first and spilling
+// them (measured: 2-3x slower).
+inline void Pin(__m256i& v) { asm("" : "+x"(v)); }
 
 // The 4 activation bytes at p in every 32-bit lane.
 inline __m256i Broadcast4(const int8_t* p) {
@@ -178,6 +183,124 @@ void Tile(const uint8_t* qs, const uint8_t* sc, int64_t b0, int64_t len, bool fi
   }
 }
 
+// Batches (kTileRows or more activation rows): the chunk's weights as the
+// tiles' operands, unpacked once per group and chunk, both halves side by
+// side, so that each activation broadcast serves 16 weight rows:
+//   ops [len][8 words][16 lanes] u32: Q4_0 the nibbles (u8), Q8_0 |w| (u8)
+//   signs (Q8_0) [len][8][16] u32: w (s8), vpsignb's operand
+//   d_w [len][16] f32: the blocks' scales
+template <DType T>
+void UnpackChunk(const uint8_t* qs, const uint8_t* sc, int64_t len, uint8_t* ops, uint8_t* signs,
+                 float* d_w) {
+  for (int64_t j = 0; j < len; ++j) {
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 8; ++k) {
+        const __m256i w = HalfWord<T>(qs, j, h, k);
+        uint8_t* at = ops + (j * 8 + k) * 64 + 32 * h;
+        if constexpr (T == DType::kQ8_0) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_abs_epi8(w));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(signs + (at - ops)), w);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), w);
+        }
+      }
+      _mm256_storeu_ps(d_w + j * 16 + 8 * h,
+                       _mm256_cvtph_ps(_mm_loadu_si128(
+                           reinterpret_cast<const __m128i*>(sc + j * 2 * kGroupRows + 16 * h))));
+    }
+  }
+}
+
+// One tile of kTileRows activation rows over one chunk, both halves at once,
+// from the unpacked operands: as Tile, the same bits.
+template <DType T>
+void TileUnpacked(const uint8_t* ops, const uint8_t* signs, const float* d_w, int64_t b0,
+                  int64_t len, bool first, bool last, const qmm::Acts& a, int64_t row0,
+                  float* saved, float* y, size_t y_stride, int64_t o, int n) {
+  constexpr int R = kTileRows;
+  const int64_t nb = a.n_blocks;
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int i = 0; i < R; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      acc[i][h] = first ? _mm256_setzero_ps() : _mm256_load_ps(saved + (row0 + i) * 16 + 8 * h);
+    }
+  }
+  const int8_t* xq[R];
+  for (int i = 0; i < R; ++i) xq[i] = a.q + (row0 + i) * a.n_in;
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t b = b0 + j;
+    const uint8_t* opj = ops + j * 8 * 64;
+    // A 4 x 16 block of sums: each word's two operand vectors are loaded
+    // once and serve the tile's 4 rows, each activation broadcast serves 16
+    // weight rows.
+    __m256i sum[R][2];
+    if constexpr (T == DType::kQ4_0) {
+      __m256i s[R][2];  // int16 sums of the 8 words, widened once
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(opj + k * 64));
+        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(opj + k * 64 + 32));
+        for (int i = 0; i < R; ++i) {
+          const __m256i x = Broadcast4(xq[i] + b * qmm::kActBlock + 4 * k);
+          const __m256i p0 = _mm256_maddubs_epi16(w0, x), p1 = _mm256_maddubs_epi16(w1, x);
+          s[i][0] = k == 0 ? p0 : _mm256_add_epi16(s[i][0], p0);
+          s[i][1] = k == 0 ? p1 : _mm256_add_epi16(s[i][1], p1);
+          Pin(s[i][0]);
+          Pin(s[i][1]);
+        }
+      }
+      for (int i = 0; i < R; ++i) {
+        const __m256i bias = _mm256_set1_epi32(a.block_bias[(row0 + i) * nb + b]);
+        for (int h = 0; h < 2; ++h) {
+          sum[i][h] = _mm256_add_epi32(_mm256_madd_epi16(s[i][h], ones16), bias);
+        }
+      }
+    } else {
+      const uint8_t* sgj = signs + j * 8 * 64;
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i wa0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(opj + k * 64));
+        const __m256i wa1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(opj + k * 64 + 32));
+        const __m256i ws0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sgj + k * 64));
+        const __m256i ws1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sgj + k * 64 + 32));
+        for (int i = 0; i < R; ++i) {
+          const __m256i x = Broadcast4(xq[i] + b * qmm::kActBlock + 4 * k);
+          const __m256i p0 =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(wa0, _mm256_sign_epi8(x, ws0)), ones16);
+          const __m256i p1 =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(wa1, _mm256_sign_epi8(x, ws1)), ones16);
+          sum[i][0] = k == 0 ? p0 : _mm256_add_epi32(sum[i][0], p0);
+          sum[i][1] = k == 0 ? p1 : _mm256_add_epi32(sum[i][1], p1);
+          Pin(sum[i][0]);
+          Pin(sum[i][1]);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m256 dx = _mm256_set1_ps(a.ds[2 * ((row0 + i) * nb + b)]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256 scale = _mm256_mul_ps(_mm256_load_ps(d_w + j * 16 + 8 * h), dx);
+        acc[i][h] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[i][h]), acc[i][h]);
+      }
+    }
+  }
+  for (int h = 0; h < 2 && kHalfRows * h < n; ++h) {
+    const int live = n - kHalfRows * h;  // outputs of this half to store
+    for (int i = 0; i < R; ++i) {
+      if (!last) {
+        _mm256_store_ps(saved + (row0 + i) * 16 + 8 * h, acc[i][h]);
+      } else if (live >= kHalfRows) {
+        _mm256_storeu_ps(y + (row0 + i) * y_stride + o + 8 * h, acc[i][h]);
+      } else {
+        const __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + (row0 + i) * y_stride + o + 8 * h, mask, acc[i][h]);
+      }
+    }
+  }
+}
+
 // W: the rows16 copy of the matrix (kPacked) or its GGUF rows (row o at W +
 // o * row_bytes). o_begin is a multiple of 16. scratch:
 // qmm::ScratchFloats(n_in, n_rows) floats.
@@ -193,10 +316,14 @@ void BlockOrderKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t 
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
   uint8_t* chunk_qs = base;
   uint8_t* chunk_sc = chunk_qs + kChunkBlocks * kWords * 64;
-  float* saved = reinterpret_cast<float*>(chunk_sc + kChunkBlocks * kGroupRows * 2);
-  static_assert(qmm::kBlockOrderScratchFloats * 4 >=
-                    64 + kChunkBlocks * 8 * 64 + kChunkBlocks * kGroupRows * 2,
-                "kBlockOrderScratchFloats too small");
+  uint8_t* ops = chunk_sc + kChunkBlocks * kGroupRows * 2;
+  uint8_t* signs = ops + kChunkBlocks * 8 * 64;
+  float* d_w = reinterpret_cast<float*>(signs + kChunkBlocks * 8 * 64);
+  float* saved = d_w + kChunkBlocks * kGroupRows;
+  static_assert(qmm::kAvx2BlockOrderScratchFloats * 4 >=
+                    64 + kChunkBlocks * (8 * 64 + kGroupRows * 2 + 2 * 8 * 64 + kGroupRows * 4),
+                "kAvx2BlockOrderScratchFloats too small");
+  const bool unpack = a.n_rows >= kTileRows;
 
   for (int64_t o = o_begin; o < o_end; o += kGroupRows) {
     const int n = static_cast<int>(Min(kGroupRows, o_end - o));
@@ -205,10 +332,10 @@ void BlockOrderKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t 
       const rows16::GroupChunk chunk =
           rows16::ChunkOfGroup(T, W, kPacked, row_bytes, o, o_end, nb, b0, len, chunk_qs, chunk_sc);
       const bool first = b0 == 0, last = b0 + len == nb;
+      if (unpack) UnpackChunk<T>(chunk.qs, chunk.sc, len, ops, signs, d_w);
       int64_t r = 0;
       for (; r + kTileRows <= a.n_rows; r += kTileRows) {
-        Tile<T, kTileRows>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o,
-                           n);
+        TileUnpacked<T>(ops, signs, d_w, b0, len, first, last, a, r, saved, y, y_stride, o, n);
       }
       if (r + 2 <= a.n_rows) {
         Tile<T, 2>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o, n);

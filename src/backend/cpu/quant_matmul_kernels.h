@@ -99,6 +99,12 @@ constexpr int64_t kPackedScratchPerRow = 9 * 16;
 // kBlockOrderScratchFloats plus kAmxScratchPerRow per activation row.
 constexpr int64_t kBlockOrderChunkBlocks = 32;
 constexpr int64_t kBlockOrderScratchFloats = 16 + kBlockOrderChunkBlocks * (128 + 8);
+// The AVX2 kernel's (quant_matmul_blocks_avx2.cpp): its chunk also holds
+// the batch tiles' unpacked operands (two 512-byte sets and 16 scales per
+// block), so it is shorter.
+constexpr int64_t kAvx2BlockOrderChunkBlocks = 16;
+constexpr int64_t kAvx2BlockOrderScratchFloats =
+    16 + kAvx2BlockOrderChunkBlocks * (128 + 8 + 256 + 16);
 // The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
 // kAmxMinRows or more activation rows on AMX machines (AmxActive). It sums
 // each 32-block exactly in int32 and then per block in f32 (the per-block
