@@ -68,9 +68,10 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // The F32/F16/BF16 scalar kernel: one converted row; the rows16 vec_dot
   // kernel: its accumulators per row; the tile kernels: their chunks and rows.
   const int64_t packed = 16 + kPackedScratchPerRow * n_rows;
-  const int64_t amx = std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
-                                kAvx2BlockOrderScratchFloats, kVnniKScratchFloats}) +
-                      kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
+  const int64_t amx =
+      std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
+                kAvx2BlockOrderScratchFloats, kVnniKScratchFloats, kAvx2KScratchFloats}) +
+      kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
   return std::max({n_in, packed, amx});
 }
 
@@ -241,17 +242,23 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   //     tiled order from kTiledMinRows rows on, unless batch invariant, on
   //     the AMX kernel or the VNNI tile kernel (the same bits), from
   //     activations arranged in tiles.
-  // At the AVX2 level Q4_0 / Q8_0 run the per-block order too, on the AVX2
-  // kernel (the same bits).
+  // The AVX2 level runs both with kernels of its own and the same bits:
+  // quant_matmul_blocks_avx2.cpp (Q4_0 / Q8_0, every row count) and
+  // kquant_tiled_avx2.cpp (Q4_K / Q5_K / Q6_K, tiled order from
+  // kTiledMinRows rows unless batch invariant).
   static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
   const SimdLevel level = ActiveSimdLevel();
   const bool avx512 = level == SimdLevel::kAvx512;
   const bool amx = n_rows >= qmm::kAmxMinRows && AmxActive();
-  const bool tiled_k = n_rows >= qmm::kTiledMinRows && !batch_invariant && avx512;
+  const bool tiled_k = n_rows >= qmm::kTiledMinRows && !batch_invariant;
   // The kernel for out from the above, or nullptr (PickKernel's then).
   auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
-    if (level == SimdLevel::kAvx2)
-      return qmm::Avx2BlockOrderKernel(out.wtype, out.packed != nullptr);
+    if (level == SimdLevel::kAvx2) {
+      if (!qmm::UsesQ8KActs(out.wtype)) {
+        return qmm::Avx2BlockOrderKernel(out.wtype, out.packed != nullptr);
+      }
+      return tiled_k ? qmm::KQuantTiledAvx2Kernel(out.wtype) : nullptr;
+    }
     if (!avx512) return nullptr;
     if (qmm::UsesQ8KActs(out.wtype)) {
       if (!tiled_k) return nullptr;
@@ -260,8 +267,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     return amx ? qmm::AmxKernel(out.wtype, out.packed != nullptr)
                : qmm::Avx512BlockOrderKernel(out.wtype, out.packed != nullptr);
   };
+  // (The AVX2 kernels read the activations as quantized.)
   bool q_tiles_needed = false, k_tiles_needed = false;
-  for (int i = 0; i < n_outputs; ++i) {
+  for (int i = 0; i < n_outputs && avx512; ++i) {
     if (batch_kernel_of(outputs[i]) == nullptr) continue;
     (qmm::UsesQ8KActs(outputs[i].wtype) ? k_tiles_needed : q_tiles_needed) = true;
   }

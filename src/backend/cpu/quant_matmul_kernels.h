@@ -131,6 +131,13 @@ constexpr int64_t kAmxKScratchFloats =
 constexpr int64_t kVnniKChunkBlocks = 2;
 constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 + 3 + 4);
 
+// The K-quant tiled-order AVX2 kernel (kquant_tiled_avx2.cpp): Q4_K, Q5_K and
+// Q6_K in products of 8+ rows at the AVX2 level (the AMX kernel's bits); it
+// reads Acts::kq / kd / kbsum as quantized. Its scratch: kAvx2KScratchFloats
+// plus kAmxScratchPerRow per padded row.
+constexpr int64_t kAvx2KChunkBlocks = 2;
+constexpr int64_t kAvx2KScratchFloats = 16 + kAvx2KChunkBlocks * 16 * (64 + 16 + 8 + 2);
+
 // Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
 // whole tiles) and points acts at them.
 void ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles);
@@ -184,6 +191,9 @@ Kernel KQuantAmxKernel(DType t);
 // The K-quant tiled-order VNNI kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
 // on GGUF rows; call only at the AVX-512 level. The AMX kernel's bits.
 Kernel KQuantTiledAvx512Kernel(DType t);
+// The K-quant tiled-order AVX2 kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
+// on GGUF rows; call only at the AVX2 level or above. The AMX kernel's bits.
+Kernel KQuantTiledAvx2Kernel(DType t);
 
 // Quantizes one row of n (a multiple of 32) activations into q [n] and the
 // (d, s) pairs ds [2 * n / 32], exactly as ggml-cpu does (see
