@@ -144,72 +144,83 @@ TEST(PackedWeightTest, PackIsThreadInvariant) {
   }
 }
 
-// The kernels on the copy alone: every row count (row tiles, a leftover row),
+// The kernels on the copy alone, at every level with rows16 kernels (AVX2,
+// AVX-512): every row count (row tiles, a leftover row),
 // weight-row remainders and block chunking, bit-identical to the same order
 // on the GGUF rows -- the AVX2 kernel for the vec_dot-order types (Q4_1,
 // Q5_0), the per-block kernel on unpacked rows for Q4_0 and Q8_0 -- and
 // within the 8-bit-activation error of the float64 product.
 TEST(PackedWeightTest, KernelMatchesAvx2BitForBitAndFloat64Reference) {
-  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (DetectSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  for (DType t : kTypes) {
-    for (int64_t n_rows :
-         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{40}}) {
-      for (int64_t n_out : {int64_t{5}, int64_t{16}, int64_t{16 * 2 + 7}}) {
-        for (int64_t n_in : {int64_t{32 * 11}, int64_t{32 * 75}}) {
-          SCOPED_TRACE(Name(t) + " n_rows=" + std::to_string(n_rows) +
-                       " n_out=" + std::to_string(n_out) + " n_in=" + std::to_string(n_in));
-          // Padded GGUF rows (the copy is dense) for two of the three row counts.
-          const size_t rb = *RowBytes(t, static_cast<size_t>(n_in)) + (n_out != 16 ? 4 : 0);
-          const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
-          const std::vector<float> x =
-              RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
-          std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
-          std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
-          for (int64_t r = 0; r < n_rows; ++r) {
-            qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
-                                     ds.data() + 2 * r * (n_in / 32));
-          }
-          qmm::Acts acts;
-          acts.x = x.data();
-          acts.x_stride = static_cast<size_t>(n_in);
-          acts.n_rows = n_rows;
-          acts.n_in = n_in;
-          acts.q = q.data();
-          acts.ds = ds.data();
-          acts.n_blocks = n_in / 32;
-          qmm::BiasBuffers biases;
-          const bool block_order = qmm::Avx512BlockOrderKernel(t, true) != nullptr;
-          if (block_order) {
-            qmm::SetBlockBias(t, &acts, &biases);
-          } else {
-            qmm::SetBias(t, &acts, &biases);
-          }
-          const rows16::PackedBuffer p = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
-          std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), yp(y2.size(), NAN),
-              scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
-          const qmm::Kernel on_rows =
-              block_order ? qmm::Avx512BlockOrderKernel(t, false) : qmm::Avx2Kernel(t);
-          const qmm::Kernel on_copy =
-              block_order ? qmm::Avx512BlockOrderKernel(t, true) : qmm::Avx512PackedKernel(t);
-          on_rows(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
-          on_copy(p.data.get(), rb, 0, n_out, acts, yp.data(), n_out, scratch.data());
-          ASSERT_EQ(std::memcmp(y2.data(), yp.data(), y2.size() * sizeof(float)), 0);
+  std::vector<SimdLevel> levels = {SimdLevel::kAvx2};
+  if (DetectSimdLevel() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  for (const SimdLevel level : levels) {
+    SCOPED_TRACE(SimdLevelName(level));
+    const bool avx512 = level == SimdLevel::kAvx512;
+    for (DType t : kTypes) {
+      for (int64_t n_rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16},
+                             int64_t{17}, int64_t{40}}) {
+        for (int64_t n_out : {int64_t{5}, int64_t{16}, int64_t{16 * 2 + 7}}) {
+          for (int64_t n_in : {int64_t{32 * 11}, int64_t{32 * 75}}) {
+            SCOPED_TRACE(Name(t) + " n_rows=" + std::to_string(n_rows) +
+                         " n_out=" + std::to_string(n_out) + " n_in=" + std::to_string(n_in));
+            // Padded GGUF rows (the copy is dense) for two of the three row counts.
+            const size_t rb = *RowBytes(t, static_cast<size_t>(n_in)) + (n_out != 16 ? 4 : 0);
+            const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+            const std::vector<float> x =
+                RandomVector(rng, static_cast<size_t>(n_rows * n_in), 0.01f, 3.0f);
+            std::vector<int8_t> q(static_cast<size_t>(n_rows * n_in));
+            std::vector<float> ds(static_cast<size_t>(2 * n_rows * n_in / 32));
+            for (int64_t r = 0; r < n_rows; ++r) {
+              qmm::QuantizeRowQ8Scalar(x.data() + r * n_in, n_in, q.data() + r * n_in,
+                                       ds.data() + 2 * r * (n_in / 32));
+            }
+            qmm::Acts acts;
+            acts.x = x.data();
+            acts.x_stride = static_cast<size_t>(n_in);
+            acts.n_rows = n_rows;
+            acts.n_in = n_in;
+            acts.q = q.data();
+            acts.ds = ds.data();
+            acts.n_blocks = n_in / 32;
+            qmm::BiasBuffers biases;
+            const bool block_order = qmm::Avx2BlockOrderKernel(t, true) != nullptr;
+            if (block_order) {
+              qmm::SetBlockBias(t, &acts, &biases);
+            } else {
+              qmm::SetBias(t, &acts, &biases);
+            }
+            const rows16::PackedBuffer p =
+                rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+            std::vector<float> y2(static_cast<size_t>(n_rows * n_out)), yp(y2.size(), NAN),
+                scratch(static_cast<size_t>(qmm::ScratchFloats(n_in, n_rows)));
+            const qmm::Kernel on_rows = !block_order ? qmm::Avx2Kernel(t)
+                                        : avx512     ? qmm::Avx512BlockOrderKernel(t, false)
+                                                     : qmm::Avx2BlockOrderKernel(t, false);
+            const qmm::Kernel on_copy = block_order ? (avx512 ? qmm::Avx512BlockOrderKernel(t, true)
+                                                              : qmm::Avx2BlockOrderKernel(t, true))
+                                        : avx512    ? qmm::Avx512PackedKernel(t)
+                                                    : qmm::Avx2PackedKernel(t);
+            on_rows(w.data(), rb, 0, n_out, acts, y2.data(), n_out, scratch.data());
+            on_copy(p.data.get(), rb, 0, n_out, acts, yp.data(), n_out, scratch.data());
+            ASSERT_EQ(std::memcmp(y2.data(), yp.data(), y2.size() * sizeof(float)), 0);
 
-          std::vector<double> wd(static_cast<size_t>(n_out * n_in)),
-              xd(static_cast<size_t>(n_rows * n_in));
-          std::vector<float> tmp(static_cast<size_t>(n_in));
-          for (int64_t o = 0; o < n_out; ++o) {
-            ASSERT_TRUE(DequantizeRow(t, w.data() + o * rb, n_in, tmp.data()).ok());
-            for (int64_t i = 0; i < n_in; ++i) wd[o * n_in + i] = tmp[i];
-          }
-          for (size_t i = 0; i < xd.size(); ++i) xd[i] = x[i];
-          std::vector<double> yr(static_cast<size_t>(n_rows * n_out)), abs_sum(yr.size());
-          ref::RefMatMul(wd.data(), xd.data(), n_out, n_in, n_rows, yr.data(), abs_sum.data());
-          for (size_t i = 0; i < yr.size(); ++i) {
-            ASSERT_LE(std::fabs(yp[i] - yr[i]) / abs_sum[i], 5e-3) << "output " << i;
+            std::vector<double> wd(static_cast<size_t>(n_out * n_in)),
+                xd(static_cast<size_t>(n_rows * n_in));
+            std::vector<float> tmp(static_cast<size_t>(n_in));
+            for (int64_t o = 0; o < n_out; ++o) {
+              ASSERT_TRUE(DequantizeRow(t, w.data() + o * rb, n_in, tmp.data()).ok());
+              for (int64_t i = 0; i < n_in; ++i) wd[o * n_in + i] = tmp[i];
+            }
+            for (size_t i = 0; i < xd.size(); ++i) xd[i] = x[i];
+            std::vector<double> yr(static_cast<size_t>(n_rows * n_out)), abs_sum(yr.size());
+            ref::RefMatMul(wd.data(), xd.data(), n_out, n_in, n_rows, yr.data(), abs_sum.data());
+            for (size_t i = 0; i < yr.size(); ++i) {
+              ASSERT_LE(std::fabs(yp[i] - yr[i]) / abs_sum[i], 5e-3) << "output " << i;
+            }
           }
         }
       }

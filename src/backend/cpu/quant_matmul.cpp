@@ -67,7 +67,7 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
 int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   // The F32/F16/BF16 scalar kernel: one converted row; the rows16 vec_dot
   // kernel: its accumulators per row; the tile kernels: their chunks and rows.
-  const int64_t packed = 16 + kPackedScratchPerRow * n_rows;
+  const int64_t packed = 16 + kAvx2PackedOpsFloats + kPackedScratchPerRow * n_rows;
   const int64_t amx =
       std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
                 kAvx2BlockOrderScratchFloats, kVnniKScratchFloats, kAvx2KScratchFloats}) +
@@ -334,8 +334,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // A rows16 copy runs one row and batches alike on AVX-512 (the same
     // outputs as the kernels above, without their per-call rearrangement).
     qmm::Kernel packed = nullptr;
-    if (outputs[i].packed != nullptr && ActiveSimdLevel() == SimdLevel::kAvx512) {
-      packed = qmm::Avx512PackedKernel(outputs[i].wtype);
+    if (outputs[i].packed != nullptr && level != SimdLevel::kScalar) {
+      packed = avx512 ? qmm::Avx512PackedKernel(outputs[i].wtype)
+                      : qmm::Avx2PackedKernel(outputs[i].wtype);
     }
     if (packed != nullptr) {
       t.kernel = packed;
@@ -444,14 +445,7 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 }  // namespace
 
 bool QuantMatMulReadsRows16(DType t) {
-  switch (ActiveSimdLevel()) {
-    case SimdLevel::kAvx512:
-      return rows16::Supports(t);
-    case SimdLevel::kAvx2:
-      return t == DType::kQ4_0 || t == DType::kQ8_0;
-    default:
-      return false;
-  }
+  return ActiveSimdLevel() != SimdLevel::kScalar && rows16::Supports(t);
 }
 
 bool QuantMatMulQuantizesActivations(DType t) {

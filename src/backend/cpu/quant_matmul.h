@@ -73,8 +73,8 @@ bool QuantMatMulQuantizesActivations(DType t);
 
 // Whether QuantMatMul's kernels at the active SIMD level read a rows16 copy
 // of a weight of type t (QuantMatMulOutput::packed, packed_weight.h): Q4_0,
-// Q4_1, Q5_0, Q8_0 at the AVX-512 level, Q4_0 and Q8_0 at the AVX2 level.
-// A copy of another type would only be ignored.
+// Q4_1, Q5_0, Q8_0 at the AVX2 and AVX-512 levels. A copy of another type,
+// or at the scalar level, would only be ignored.
 bool QuantMatMulReadsRows16(DType t);
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,

@@ -87,10 +87,14 @@ void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
 // The same for acts->block_bias (Q4_0 and Q8_0; null for the other types).
 void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 
-// The rows16 vec_dot-order kernel's scratch (quant_matmul_packed_avx512.cpp):
-// 16 floats of alignment and 9 vectors of 16 f32 per activation row (its
-// accumulators between chunks of blocks).
+// The rows16 vec_dot-order kernels' scratch (quant_matmul_packed_avx512.cpp,
+// quant_matmul_packed_avx2.cpp): 16 floats of alignment and 9 vectors of 16
+// f32 per activation row (its accumulators between chunks of blocks); the
+// AVX2 kernel's batches first hold a chunk's unpacked operands
+// (kAvx2PackedOpsFloats).
 constexpr int64_t kPackedScratchPerRow = 9 * 16;
+constexpr int64_t kAvx2PackedChunkBlocks = 32;
+constexpr int64_t kAvx2PackedOpsFloats = kAvx2PackedChunkBlocks * 8 * 16;
 
 // The per-block order (quant_matmul.h): every Q4_0 and Q8_0 product at the
 // AVX-512 level, on the VNNI kernel (quant_matmul_blocks_avx512.cpp,
@@ -173,6 +177,8 @@ Kernel Avx512Kernel(DType t);
 // W is the copy, o_begin a multiple of 16): Q4_1, Q5_0, else nullptr. Same
 // outputs as Avx512Kernel / Avx2Kernel on the GGUF rows, bit for bit.
 Kernel Avx512PackedKernel(DType t);
+// The same on AVX2 (quant_matmul_packed_avx2.cpp): the same outputs.
+Kernel Avx2PackedKernel(DType t);
 // The AMX batch kernel for t (Q4_0, Q8_0, else nullptr) on W's rows16 copy
 // (packed) or on its GGUF rows; call only when AmxActive().
 Kernel AmxKernel(DType t, bool packed);
