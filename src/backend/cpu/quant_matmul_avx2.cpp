@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
