@@ -117,19 +117,34 @@ void RopeInPlace(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
 
 void F32ToF16Row(const float* x, int64_t n, uint16_t* out) {
   int64_t i = 0;
-  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F32ToF16RowAvx512(x, n, out);
+  const SimdLevel level = ActiveSimdLevel();
+  if (level == SimdLevel::kAvx512) {
+    i = ops_kernels::F32ToF16RowAvx512(x, n, out);
+  } else if (level == SimdLevel::kAvx2) {
+    i = ops_kernels::F32ToF16RowAvx2(x, n, out);
+  }
   for (; i < n; ++i) out[i] = F32ToF16(x[i]);
 }
 
 void F16ToF32Row(const uint16_t* h, int64_t n, float* out) {
   int64_t i = 0;
-  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F16ToF32RowAvx512(h, n, out);
+  const SimdLevel level = ActiveSimdLevel();
+  if (level == SimdLevel::kAvx512) {
+    i = ops_kernels::F16ToF32RowAvx512(h, n, out);
+  } else if (level == SimdLevel::kAvx2) {
+    i = ops_kernels::F16ToF32RowAvx2(h, n, out);
+  }
   for (; i < n; ++i) out[i] = F16ToF32(h[i]);
 }
 
 void BF16ToF32Row(const uint16_t* h, int64_t n, float* out) {
   int64_t i = 0;
-  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::BF16ToF32RowAvx512(h, n, out);
+  const SimdLevel level = ActiveSimdLevel();
+  if (level == SimdLevel::kAvx512) {
+    i = ops_kernels::BF16ToF32RowAvx512(h, n, out);
+  } else if (level == SimdLevel::kAvx2) {
+    i = ops_kernels::BF16ToF32RowAvx2(h, n, out);
+  }
   for (; i < n; ++i) out[i] = BF16ToF32(h[i]);
 }
 

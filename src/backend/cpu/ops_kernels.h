@@ -27,5 +27,11 @@ int64_t F32ToF16RowAvx512(const float* x, int64_t n, uint16_t* out);
 int64_t F16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
 int64_t BF16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
 
+// The same three conversions on AVX2 + F16C, 8 elements at a time
+// (convert_avx2.cpp): for the first n - n % 8 elements; return that count.
+int64_t F32ToF16RowAvx2(const float* x, int64_t n, uint16_t* out);
+int64_t F16ToF32RowAvx2(const uint16_t* h, int64_t n, float* out);
+int64_t BF16ToF32RowAvx2(const uint16_t* h, int64_t n, float* out);
+
 }  // namespace ops_kernels
 }  // namespace llm
