@@ -88,36 +88,52 @@ struct Weights {
   float* dmin;      // [block][row]
 };
 
-// Row `row` (0..15) of block `blk` of the chunk into w.
+// Row `row` (0..15) of block `blk` of the chunk: its codes in element order
+// into stage ([block][row][256] u8; Interleave then lays them out by group),
+// the rest into w.
 template <DType T>
-void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, int64_t blk) {
-  alignas(32) uint8_t codes[256];  // element order
+void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, uint8_t* stage,
+               int64_t blk) {
+  uint8_t* codes = stage + (blk * kRows + row) * 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
   int scales[16], mins[8] = {0};
   if constexpr (T == DType::kQ6_K) {
+    const __m256i low2 = _mm256_set1_epi8(3);
     for (int n = 0; n < 2; ++n) {  // halves of 128 elements
-      const uint8_t* ql = b.ql + 64 * n;
-      const uint8_t* qh = b.qh + 32 * n;
-      uint8_t* c = codes + 128 * n;
-      for (int l = 0; l < 32; ++l) {
-        c[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
-        c[32 + l] = static_cast<uint8_t>((ql[32 + l] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-        c[64 + l] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-        c[96 + l] = static_cast<uint8_t>((ql[32 + l] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
+      // Element 128n + 32q + l: a nibble of ql (q = 0, 1: the low ones of
+      // ql0 / ql1; q = 2, 3: the high ones), bits 2q, 2q + 1 of qh[l] above.
+      const __m256i lo[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      for (int q = 0; q < 4; ++q) {
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), low2);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 128 * n + 32 * q),
+                            _mm256_or_si256(lo[q], _mm256_slli_epi16(hi, 4)));
       }
     }
     for (int s = 0; s < 16; ++s) scales[s] = b.scales[s];
     w.d[blk * kRows + row] = F16ToF32(b.d);
   } else {
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (T == DType::kQ5_K) {
+      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    }
+    const __m256i one = _mm256_set1_epi8(1);
     for (int c = 0; c < 4; ++c) {  // chunks of 64 elements
-      for (int l = 0; l < 32; ++l) {
-        uint8_t lo = b.qs[32 * c + l] & 0xF, hi = b.qs[32 * c + l] >> 4;
-        if constexpr (T == DType::kQ5_K) {
-          lo = static_cast<uint8_t>(lo | (((b.qh[l] >> (2 * c)) & 1) << 4));
-          hi = static_cast<uint8_t>(hi | (((b.qh[l] >> (2 * c + 1)) & 1) << 4));
-        }
-        codes[64 * c + l] = lo;
-        codes[64 * c + 32 + l] = hi;
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      if constexpr (T == DType::kQ5_K) {
+        // Element 64c + l adds bit 2c of qh[l] as 16, 64c + 32 + l bit 2c + 1.
+        const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+        const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
       }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 32), hi);
     }
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, m;
@@ -128,8 +144,6 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
     w.d[blk * kRows + row] = F16ToF32(b.d);
     w.dmin[blk * kRows + row] = F16ToF32(b.dmin);
   }
-  uint32_t* out = w.codes + blk * kGroups * kRows + row;
-  for (int g = 0; g < kGroups; ++g) std::memcpy(out + g * kRows, codes + 4 * g, 4);
   for (int s = 0; s < kSubBlocks<T>; ++s) {
     w.scale[(blk * 16 + s) * kRows + row] = Pair16(scales[s], scales[s]);
   }
@@ -137,6 +151,41 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
     w.pairs[(blk * 8 + k) * kRows + row] = T == DType::kQ6_K
                                                ? Pair16(scales[2 * k], scales[2 * k + 1])
                                                : Pair16(mins[2 * k], mins[2 * k + 1]);
+  }
+}
+
+// The staged codes of blocks [0, len) into w.codes ([block][group][16 rows]
+// u32): per half of 8 rows and 8 groups, an 8 x 8 transpose of 32-bit words.
+inline void Interleave(const uint8_t* stage, int64_t len, const Weights& w) {
+  for (int64_t blk = 0; blk < len; ++blk) {
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* rows = stage + (blk * kRows + 8 * h) * 256;
+      for (int q = 0; q < 8; ++q) {  // groups 8q .. 8q + 7
+        __m256i v[8];
+        for (int r = 0; r < 8; ++r) {
+          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * 256 + 32 * q));
+        }
+        // Word g of v[r] goes to word r of group 8q + g's vector.
+        __m256i t[8], u[8];
+        for (int r = 0; r < 8; r += 2) {
+          t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
+          t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
+        }
+        for (int r = 0; r < 8; r += 4) {
+          u[r] = _mm256_unpacklo_epi64(t[r], t[r + 2]);
+          u[r + 1] = _mm256_unpackhi_epi64(t[r], t[r + 2]);
+          u[r + 2] = _mm256_unpacklo_epi64(t[r + 1], t[r + 3]);
+          u[r + 3] = _mm256_unpackhi_epi64(t[r + 1], t[r + 3]);
+        }
+        uint32_t* out = w.codes + (blk * kGroups + 8 * q) * kRows + 8 * h;
+        for (int g = 0; g < 4; ++g) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kRows),
+                              _mm256_permute2x128_si256(u[g], u[g + 4], 0x20));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (g + 4) * kRows),
+                              _mm256_permute2x128_si256(u[g], u[g + 4], 0x31));
+        }
+      }
+    }
   }
 }
 
@@ -266,17 +315,20 @@ void KTiledKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_en
   w.pairs = w.scale + kChunk * 16 * kRows;
   w.d = reinterpret_cast<float*>(w.pairs + kChunk * 8 * kRows);
   w.dmin = w.d + kChunk * kRows;
-  float* saved = w.dmin + kChunk * kRows;
-  static_assert(
-      qmm::kAvx2KScratchFloats * 4 >= 64 + kChunk * kRows * (4 * kGroups + 4 * 16 + 4 * 8 + 8),
-      "kAvx2KScratchFloats too small");
+  uint8_t* stage = reinterpret_cast<uint8_t*>(w.dmin + kChunk * kRows);
+  float* saved = reinterpret_cast<float*>(stage + kChunk * kRows * 256);
+  static_assert(qmm::kAvx2KScratchFloats * 4 >=
+                    64 + kChunk * kRows * (4 * kGroups + 4 * 16 + 4 * 8 + 8 + 256),
+                "kAvx2KScratchFloats too small");
 
   for (int64_t o = o_begin; o < o_end; o += kRows) {
     const int n = static_cast<int>(Min(kRows, o_end - o));  // live weight rows
     for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
       const int64_t len = Min(kChunk, nkb - kb0);
-      qmm::UnpackGroupChunk<T>(W, row_bytes, o, o_end, kb0, len, kChunk, nkb,
-                               [&](const Block& b, int r, int64_t j) { UnpackRow<T>(b, r, w, j); });
+      qmm::UnpackGroupChunk<T>(
+          W, row_bytes, o, o_end, kb0, len, kChunk, nkb,
+          [&](const Block& b, int r, int64_t j) { UnpackRow<T>(b, r, w, stage, j); });
+      Interleave(stage, len, w);
       const bool first = kb0 == 0, last = kb0 + len == nkb;
       int64_t r = 0;
       for (; r + kTileRows <= a.n_rows; r += kTileRows) {

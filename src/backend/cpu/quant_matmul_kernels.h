@@ -140,7 +140,7 @@ constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 +
 // reads Acts::kq / kd / kbsum as quantized. Its scratch: kAvx2KScratchFloats
 // plus kAmxScratchPerRow per padded row.
 constexpr int64_t kAvx2KChunkBlocks = 2;
-constexpr int64_t kAvx2KScratchFloats = 16 + kAvx2KChunkBlocks * 16 * (64 + 16 + 8 + 2);
+constexpr int64_t kAvx2KScratchFloats = 16 + kAvx2KChunkBlocks * 16 * (64 + 16 + 8 + 2 + 64);
 
 // Copies acts' q and ds (d only) into q_tiles / d_tiles (zero-padded to
 // whole tiles) and points acts at them.
