@@ -14,6 +14,9 @@ set -euo pipefail
 # Recommends of libdnnl-dev, which --no-install-recommends skips. Bindings
 # (bindings/*/test.sh, scripts/test_bindings.sh): rustc + cargo (Rust 1.63),
 # golang-go (Go 1.19), Mono's C# compiler and runtime, pytest for Python's.
+# qemu-user: scripts/test_cpu_isa.sh runs the kernel tests on an emulated
+# CPU without AVX-512 (qemu-x86_64 -cpu Haswell-v4), so that an AVX-512
+# instruction reachable from the lower levels fails on any host.
 # scripts/check_build_deps.py (run by test.sh) fails when a configured build
 # uses a package that this list does not cover.
 #
@@ -23,7 +26,7 @@ packages=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev opencl-header
           libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
           python3 python3-pip unzip ca-certificates clang libclang-rt-14-dev
           libomp-14-dev lld llvm rustc cargo golang-go
-          mono-mcs mono-runtime python3-pytest)
+          mono-mcs mono-runtime python3-pytest qemu-user)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
