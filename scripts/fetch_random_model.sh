@@ -20,6 +20,11 @@ model="$cache/random-llama-$shape-$type.gguf"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 if [ ! -s "$model" ]; then
+  # The generator needs numpy and gguf (PyPI); a fresh machine has neither.
+  if ! python3 -c 'import numpy, gguf' 2>/dev/null; then
+    echo "fetch_random_model: installing numpy and gguf from PyPI" >&2
+    python3 -m pip install --quiet --disable-pip-version-check numpy gguf >&2
+  fi
   echo "fetch_random_model: generating $model" >&2
   python3 "$here/../tools/make_random_llama.py" --shape "$shape" --type "$type" \
     ${LLM_LLAMA_QUANTIZE:+--llama-quantize "$LLM_LLAMA_QUANTIZE"} "$model" >&2
