@@ -7,6 +7,7 @@
 // logits are bit-identical to it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,11 @@ class CpuBackend : public Backend {
   // without one when memory is short (never an error: the kernels read the
   // mapping instead).
   void Pack(WeightRecord& r);
+  // fn(begin, end) over the pass's rows [0, n_rows_): split over the pool
+  // when there are enough rows (prefill chunks, batches), else on the
+  // caller. For element-wise ops whose rows are independent, so the split
+  // never changes a result.
+  void ForRows(const std::function<void(int64_t begin, int64_t end)>& fn);
   // Packs weight id now if it was left for its first product.
   void PackIfDeferred(WeightId id);
   int64_t ActRows(const Activation& a) const {
@@ -125,11 +131,11 @@ class CpuBackend : public Backend {
   PassDesc pass_;
   int64_t n_rows_ = 0;
   int64_t n_logit_rows_ = 0;
-  std::vector<int64_t> positions_;                     // [n_rows] absolute positions
+  std::vector<int64_t> positions_;  // [n_rows] absolute positions
   std::vector<uint8_t> rope_long_;  // [n_rows] 1: row of a rope_long sequence
   // [group][sequence]: block addresses.
   std::vector<std::vector<std::vector<const uint8_t*>>> kv_bases_;
-  bool rope_ready_ = false;                            // rope_cos_/sin_ hold rope_spec_'s angles
+  bool rope_ready_ = false;  // rope_cos_/sin_ hold rope_spec_'s angles
   RopeSpec rope_spec_;
   std::vector<float> rope_cos_, rope_sin_;  // [n_rows][RopePairs]
   std::vector<AttentionJob> attention_jobs_;
