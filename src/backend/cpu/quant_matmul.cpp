@@ -135,7 +135,7 @@ void qmm::ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<flo
 // instantiated in a file compiled with AVX-512 / AMX flags is a weak symbol
 // the linker may pick for the whole library, and it then runs AVX-512
 // instructions on every CPU (it did: SIGILL in Session::Init on AVX2-only
-// hosts). tests/isa_objects_test.sh checks that no ISA-flagged object
+// hosts). tests/isa_checks/isa_objects_test.sh checks that no ISA-flagged object
 // defines such a symbol.
 void qmm::ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
                         std::vector<float>* kd_tiles, std::vector<int32_t>* kbsum_tiles) {
