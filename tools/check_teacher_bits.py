@@ -6,16 +6,23 @@ compares the float logits themselves, bit for bit, at every position of a
 golden's prompts: llama-cpp-python with its default settings (no
 logits_all, so its output matrix multiplies the sampling row only; ggml's
 tiled K-quant matmul as the environment leaves it, GGML_CPU_TILED_MM unset =
-on), an F32 KV cache and 2 threads, against libllm's shared library (F32 KV)
-fed the same prompt and continuation tokens (prompt in one prefill call,
-then one token per call, as tests/abi/teacher_forced_abitest.cpp does).
+on), an F32 KV cache and 2 threads, against libllm's shared library (same
+KV type) fed the same prompt and continuation tokens (prompt in one prefill
+call, then one token per call, as tests/abi/teacher_forced_abitest.cpp
+does). --kv f16 runs both with an F16 cache; --logits-all runs the reference
+with logits_all, as the SmolLM2 goldens were made. Both run at this
+machine's SIMD level (libllm's as LLM_CPU_ISA caps it; llama.cpp's as it
+was built).
 
 Usage:
   python3 tools/check_teacher_bits.py --model tiny-llama-Q3_K.gguf \\
       --golden tests/data/golden/tiny-llama-Q3_K.teacher.json [--lib build/libllm.so]
+  python3 tools/check_teacher_bits.py --model SmolLM2-135M-Instruct.Q4_1.gguf \\
+      --golden tests/data/golden/smollm2-avx2.teacher.json --kv f16 --logits-all
 Prints, per prompt, the positions whose logits differ (position 0 = the
 logits after the prompt) and the largest |diff|; exit status 1 if any differ.
-docs/KQUANTS.md has the results for the tiny K-quant models.
+docs/KQUANTS.md has the results for the tiny K-quant models, docs/GOLDENS.md
+for SmolLM2 at the AVX2 level.
 """
 import argparse
 import json
@@ -46,7 +53,7 @@ int main(int argc, char **argv) {
     llm_session_params sp;
     llm_session_params_init(&sp);
     sp.n_ctx = 512;
-    sp.kv_type = LLM_KV_F32;
+    sp.kv_type = KV_TYPE;
     llm_session *s = NULL;
     if (llm_session_create(m, &sp, &s) != LLM_OK) return 3;
     if (llm_session_prefill(s, ids, (size_t)np) != LLM_OK) return 4;
@@ -67,7 +74,7 @@ int main(int argc, char **argv) {
 """
 
 
-def reference(model, prompts, n_threads):
+def reference(model, prompts, n_threads, kv, logits_all):
     import llama_cpp
     import llama_cpp.llama
 
@@ -80,16 +87,20 @@ def reference(model, prompts, n_threads):
         return p
 
     llama_cpp.llama.llama_cpp.llama_model_default_params = no_extra_bufts
-    llm = llama_cpp.Llama(model_path=model, n_ctx=512, logits_all=False, n_threads=n_threads,
-                          seed=0, verbose=False, type_k=0, type_v=0)
+    kv_kwargs = {"type_k": 0, "type_v": 0} if kv == "f32" else {}  # 0 = GGML_TYPE_F32
+    llm = llama_cpp.Llama(model_path=model, n_ctx=512, logits_all=logits_all, n_threads=n_threads,
+                          seed=0, verbose=False, **kv_kwargs)
     nv = llm.n_vocab()
     out = []
     for ids, cont in prompts:
         llm.reset()
         llm.eval(ids)
         for j in range(len(cont)):
-            ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-            out.append(np.ctypeslib.as_array(ptr, shape=(nv,)).copy())
+            if logits_all:
+                out.append(np.array(llm.scores[llm.n_tokens - 1, :], dtype=np.float32))
+            else:
+                ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+                out.append(np.ctypeslib.as_array(ptr, shape=(nv,)).copy())
             if j + 1 < len(cont):
                 llm.eval([cont[j]])
     return np.array(out, dtype=np.float32), nv
@@ -101,16 +112,19 @@ def main():
     ap.add_argument("--golden", required=True, help="a golden's .json (prompts and continuations)")
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libllm.so"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kv", choices=("f32", "f16"), default="f32", help="KV cache type of both")
+    ap.add_argument("--logits-all", action="store_true",
+                    help="the reference with logits_all (as the SmolLM2 goldens were made)")
     args = ap.parse_args()
     meta = json.load(open(args.golden))
     prompts = [(p["ids"], p["continuation"]) for p in meta["prompts"]]
-    ref, nv = reference(args.model, prompts, args.threads)
+    ref, nv = reference(args.model, prompts, args.threads, args.kv, args.logits_all)
 
     lib_dir = os.path.dirname(os.path.abspath(args.lib))
     with tempfile.TemporaryDirectory() as tmp:
         src, exe, raw = (os.path.join(tmp, n) for n in ("driver.c", "driver", "logits.bin"))
         with open(src, "w") as f:
-            f.write(DRIVER)
+            f.write(DRIVER.replace("KV_TYPE", "LLM_KV_F16" if args.kv == "f16" else "LLM_KV_F32"))
         subprocess.check_call(["cc", "-O2", src, "-I", os.path.join(ROOT, "include"), "-L", lib_dir,
                                "-lllm", "-o", exe])
         lines = "\n".join(" ".join(map(str, [len(i), len(c)] + list(i) + list(c))) for i, c in prompts)

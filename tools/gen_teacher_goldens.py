@@ -263,6 +263,15 @@ def run_reference_windowed(llm, prompt_ids, n_cont, window):
         tokens.append(tok)
 
 
+def reference_simd(system_info):
+    """The SIMD level llama.cpp was built for, from llama_print_system_info():
+    its CPU arithmetic (attention, expf, reductions) depends on it, so the
+    goldens of sensitive models are per ISA (docs/GOLDENS.md)."""
+    level = ("AVX-512" if "AVX512 = 1" in system_info else
+             "AVX2 (no AVX-512)" if "AVX2 = 1" in system_info else "other")
+    return {"reference_simd_build": level, "reference_system_info": system_info}
+
+
 def format_meta(args):
     return "tools/gen_teacher_goldens.py docstring, version %d" % (
         VERSION_COMPACT if args.compact else VERSION_FULL)
@@ -469,10 +478,12 @@ def main():
                   for ids, cont, vecs in records],
                  args.compact, args.n_top, args.n_sample, args.sample_seed)
 
+    system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
     meta = {
         "name": args.name,
         "format": format_meta(args),
         "llama_cpp_version": llama_cpp.__version__,
+        **reference_simd(system_info),
         "model_file": os.path.basename(args.model),
         "model_sha256": sha256_file(args.model),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -1,7 +1,8 @@
 // RmsNorm, RopeInPlace, SwiGlu, Softmax vs the float64 references on fresh
 // random inputs (seed printed on failure); tolerance 1e-5 relative. RopeApply
 // and F32ToF16Row / F16ToF32Row / BF16ToF32Row bit for bit against the
-// scalar code at every SIMD level.
+// scalar code at every SIMD level; SwiGlu at the AVX2 level bit for bit
+// against a lane-by-lane model of llama.cpp's AVX2 build.
 #include "backend/cpu/ops.h"
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "core/half.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
+#include "tests/backend/ggml_avx2_model.h"
 #include "tests/backend/kernel_test_util.h"
 
 namespace llm {
@@ -248,18 +250,60 @@ TEST(OpsTest, RopeRotatesTheDocumentedPairs) {
 }
 
 TEST(OpsTest, SwiGluMatchesReference) {
+  SimdLevelGuard guard;
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  // 37 = two 16-lane AVX-512 steps plus a scalar tail.
-  for (int64_t n : {1, 13, 37, 1536}) {
-    const std::vector<float> g = RandomVector(rng, n, 0.01f, 8.0f);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    // 37 = two 16-lane AVX-512 steps (four 8-lane AVX2 steps) plus a scalar
+    // tail; 7: the tail only.
+    for (int64_t n : {1, 7, 13, 37, 1536}) {
+      const std::vector<float> g = RandomVector(rng, n, 0.01f, 8.0f);
+      const std::vector<float> u = RandomVector(rng, n, 0.01f, 4.0f);
+      std::vector<float> out(n);
+      SwiGlu(g.data(), u.data(), n, out.data());
+      std::vector<double> ref(n);
+      ref::RefSwiGlu(ToDouble(g).data(), ToDouble(u).data(), n, ref.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(out[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-30) << "n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+// At the AVX2 level SwiGlu gives, bit for bit, what llama.cpp built for AVX2
+// computes (ggml_vec_swiglu_f32: 8 lanes of ggml_v_silu with the AVX2
+// ggml_v_expf, the tail with expf), modelled lane by lane in
+// ggml_avx2_model.h: random gates in +-[0.01, 12] and +-[12, 120] (exp's slow
+// path above |x| = 87.3: overflow to inf, results flushed to -0, subnormal
+// exps), plus exact zeros, at lengths around the 8-lane steps.
+TEST(OpsTest, SwiGluAvx2EqualsLlamaCppAvx2ModelBitExact) {
+  bool has_avx2 = false;
+  for (SimdLevel l : SupportedLevels()) has_avx2 |= l == SimdLevel::kAvx2;
+  if (!has_avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  SimdLevelGuard guard;
+  SetSimdLevelForTesting(SimdLevel::kAvx2);
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int64_t n : {1, 7, 8, 9, 13, 37, 1536, 1537}) {
+    std::vector<float> g = RandomVector(rng, n, 0.01f, 12.0f);
+    const std::vector<float> big = RandomVector(rng, n, 12.0f, 120.0f);
+    for (int64_t i = 0; i < n; i += 3) g[i] = big[i];
+    for (int64_t i = 5; i < n; i += 11) g[i] = 0.0f;
     const std::vector<float> u = RandomVector(rng, n, 0.01f, 4.0f);
-    std::vector<float> out(n);
+    std::vector<float> out(n), want(n);
     SwiGlu(g.data(), u.data(), n, out.data());
-    std::vector<double> ref(n);
-    ref::RefSwiGlu(ToDouble(g).data(), ToDouble(u).data(), n, ref.data());
-    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-30);
+    ggml_avx2_model::SwiGlu(g.data(), u.data(), n, want.data());
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &out[i], 4);
+      std::memcpy(&b, &want[i], 4);
+      ASSERT_EQ(a, b) << "n=" << n << " i=" << i << " gate=" << g[i] << ": " << out[i] << " vs "
+                      << want[i];
+    }
   }
 }
 

@@ -135,22 +135,26 @@ absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
   return absl::OkStatus();
 }
 
-// On AVX-512 the kernels reproduce llama.cpp's CPU attention bit for bit
-// (attention_avx512.cpp), including its different summation order for a
-// one-token step (n_q == 1) -- so there, unlike the other levels, a prompt
+// On AVX-512 and AVX2 the kernels reproduce llama.cpp's CPU attention as its
+// build for that ISA computes it, bit for bit (attention_avx512.cpp,
+// attention_avx2.cpp), including its different summation order for a
+// one-token step (n_q == 1) -- so there, unlike the scalar level, a prompt
 // prefilled in one step and the same tokens decoded one by one differ in
 // the last bits, unless batch_invariant asks for the multi-token kernel at
 // every n_q. Results never depend on other sequences, threads or paging.
 void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, ResolvedJob* r) {
   const SimdLevel level = ActiveSimdLevel();
+  const bool one_token = n_q == 1 && !batch_invariant;
   r->attend = nullptr;
   r->attend_heads = nullptr;
-  if (level == SimdLevel::kAvx512 && n_q == 1 && hd % 64 == 0 && !batch_invariant) {
+  if (level == SimdLevel::kAvx512 && one_token && hd % 64 == 0) {
     r->attend_heads = attn::Avx512AttendOneTokenHeads();
   } else if (level == SimdLevel::kAvx512 && hd % 16 == 0) {
     r->attend = attn::Avx512Attend();
+  } else if (level == SimdLevel::kScalar) {
+    r->attend = attn::ScalarAttend();
   } else {
-    r->attend = level == SimdLevel::kScalar ? attn::ScalarAttend() : attn::Avx2Attend();
+    r->attend = one_token ? attn::Avx2AttendOneToken() : attn::Avx2Attend();
   }
 }
 

@@ -31,7 +31,13 @@ using AttendFn = void (*)(const float* qh, int64_t n_kv, int64_t g, const KvRows
                           float* scores, float* acc, float* out);
 
 AttendFn ScalarAttend();
-AttendFn Avx2Attend();  // AVX2 + FMA + F16C
+// AVX2 + FMA + F16C: llama.cpp's CPU attention as its AVX2 build computes
+// it, bit for bit (see attention_avx2.cpp). Avx2Attend: a step of several
+// query tokens (tinyBLAS orders); Avx2AttendOneToken: a step of one
+// (ggml_vec_dot orders; llama.cpp uses a different kernel for one-token
+// batches).
+AttendFn Avx2Attend();
+AttendFn Avx2AttendOneToken();
 // AVX-512, head_dim % 16 == 0 only: llama.cpp's (ggml-cpu, llamafile) CPU
 // attention bit for bit (see attention_avx512.cpp).
 AttendFn Avx512Attend();

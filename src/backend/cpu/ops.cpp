@@ -148,13 +148,18 @@ void BF16ToF32Row(const uint16_t* h, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = BF16ToF32(h[i]);
 }
 
-// On AVX-512 machines the bulk goes through ggml's vectorized silu (its own
-// expf polynomial) so the results are llama.cpp's bit for bit; the tail and
-// other machines use ggml's scalar formula x / (1 + expf(-x)) * up.
+// At the AVX-512 and AVX2 levels the bulk goes through ggml's vectorized
+// silu as llama.cpp built for that ISA runs it (16 or 8 lanes, each build's
+// own expf reconstruction), so the results are that build's bit for bit;
+// the tail and the scalar level use ggml's scalar formula
+// x / (1 + expf(-x)) * up.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i0 = 0;
-  if (n >= 16 && ActiveSimdLevel() == SimdLevel::kAvx512) {
+  const SimdLevel level = ActiveSimdLevel();
+  if (level == SimdLevel::kAvx512) {
     i0 = ops_kernels::SwiGluAvx512(gate, up, n, out);
+  } else if (level == SimdLevel::kAvx2) {
+    i0 = ops_kernels::SwiGluAvx2(gate, up, n, out);
   }
   for (int64_t i = i0; i < n; ++i) {
     const float g = gate[i];

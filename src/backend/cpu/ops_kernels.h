@@ -12,6 +12,13 @@ namespace ops_kernels {
 // tail with the scalar formula, as ggml does.
 int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out);
 
+// SwiGlu on AVX2 + FMA (ops_avx2.cpp): ggml-cpu's ggml_vec_swiglu_f32 as
+// llama.cpp built for AVX2 runs it, for the first n - n % 8 elements (its
+// 8-lane ggml_v_silu / ggml_v_expf, bit for bit); returns how many elements
+// it wrote. The caller finishes the tail with the scalar formula, as ggml
+// does.
+int64_t SwiGluAvx2(const float* gate, const float* up, int64_t n, float* out);
+
 // RopeApply's rotation for the first half - half % 16 pairs of every head
 // (the same products and fmas, 16 pairs at a time); returns that count. The
 // caller rotates the remaining pairs.
