@@ -216,9 +216,10 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     LLM_RETURN_IF_ERROR(
         ResolveRows(j.kv, first, first + n_pos, rows.data() + row, rows.data() + row + n_pos));
     r.first_task = n_tasks;
-    r.scale = j.scale > 0.0f
-                  ? j.scale
-                  : static_cast<float>(1.0 / std::sqrt(static_cast<double>(j.kv.head_dim)));
+    // llama.cpp's 1.0f / sqrtf(head_dim), in f32: the double-precision form
+    // rounds 1 ulp away for head sizes 96 (Phi-3) and 112.
+    r.scale = j.scale > 0.0f ? j.scale
+                             : 1.0f / std::sqrt(static_cast<float>(j.kv.head_dim));
     r.softcap = j.softcap;
     if (r.softcap > 0.0f) {  // only the scalar kernel caps its scores
       r.attend = nullptr;
