@@ -6,9 +6,9 @@
 
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "backend/cpu/thread_pool.h"
 
 namespace llm {
 namespace {
@@ -110,18 +110,18 @@ struct ResolvedJob {
   const AttentionJob* job;
   attn::AttendFn attend;
   attn::AttendHeadsFn attend_heads;  // null: per head
-  attn::KvRows rows;       // rows of positions first_pos .. pos0 + n_q - 1
-  int64_t first_pos;       // the first position any query of the job sees
-  int64_t heads_per_task;  // 1, or n_head / n_head_kv with attend_heads
-  int64_t first_task;      // tasks first_task .. + n_q * n_head / heads_per_task - 1
-  float scale;             // the job's, or 1 / sqrt(head_dim)
-  float softcap;           // > 0: every task runs AttendCapped
+  attn::KvRows rows;                 // rows of positions first_pos .. pos0 + n_q - 1
+  int64_t first_pos;                 // the first position any query of the job sees
+  int64_t heads_per_task;            // 1, or n_head / n_head_kv with attend_heads
+  int64_t first_task;                // tasks first_task .. + n_q * n_head / heads_per_task - 1
+  float scale;                       // the job's, or 1 / sqrt(head_dim)
+  float softcap;                     // > 0: every task runs AttendCapped
 };
 
 absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
   const KvView& kv = j.kv;
-  if (j.n_q < 0 || n_head <= 0 || j.pos0 < 0 || j.window < 0 || kv.n_head_kv <= 0 || kv.head_dim <= 0 ||
-      n_head % kv.n_head_kv != 0 || kv.block_tokens <= 0 ||
+  if (j.n_q < 0 || n_head <= 0 || j.pos0 < 0 || j.window < 0 || kv.n_head_kv <= 0 ||
+      kv.head_dim <= 0 || n_head % kv.n_head_kv != 0 || kv.block_tokens <= 0 ||
       kv.row_stride < static_cast<size_t>(kv.n_head_kv * kv.head_dim)) {
     return Errorf(LLM_ERR_INVALID_ARGUMENT,
                   "Attention: bad shape n_q=%d n_head=%d n_head_kv=%d head_dim=%d pos0=%d "
@@ -218,8 +218,7 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     r.first_task = n_tasks;
     // llama.cpp's 1.0f / sqrtf(head_dim), in f32: the double-precision form
     // rounds 1 ulp away for head sizes 96 (Phi-3) and 112.
-    r.scale = j.scale > 0.0f ? j.scale
-                             : 1.0f / std::sqrt(static_cast<float>(j.kv.head_dim));
+    r.scale = j.scale > 0.0f ? j.scale : 1.0f / std::sqrt(static_cast<float>(j.kv.head_dim));
     r.softcap = j.softcap;
     if (r.softcap > 0.0f) {  // only the scalar kernel caps its scores
       r.attend = nullptr;
@@ -261,8 +260,8 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       rows.k += first - r.first_pos;
       rows.v += first - r.first_pos;
       if (r.softcap > 0.0f) {
-        AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(),
-                     acc.data(), j.out + at);
+        AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(), acc.data(),
+                     j.out + at);
       } else if (r.attend_heads != nullptr) {
         r.attend_heads(j.q + at, r.heads_per_task, n_kv, h / group, rows, r.scale, scores.data(),
                        acc.data(), j.out + at);

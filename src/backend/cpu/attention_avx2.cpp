@@ -332,7 +332,20 @@ void Attend(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& kv, fl
   int64_t p = 0;
   for (; p + 8 <= n_kv; p += 8) {
     __m256 v[8];
-    for (int i = 0; i < 8; ++i) v[i] = KqLanes(kq, qr, kv.k[p + i], kv.f16, head_off, hd);
+    if (kq == Order::kTiny) {
+      // KqLanes' chains of the 8 positions side by side (the same fmas per
+      // position): one chain at a time waited on each fma's latency.
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_setzero_ps();
+      for (int64_t dd = 0; dd < hd; dd += 8) {
+        const __m256 q8 = _mm256_loadu_ps(qr + dd);
+        for (int i = 0; i < 8; ++i) {
+          v[i] = _mm256_fmadd_ps(Load8(kv.k[p + i], kv.f16, head_off + static_cast<size_t>(dd)), q8,
+                                 v[i]);
+        }
+      }
+    } else {
+      for (int i = 0; i < 8; ++i) v[i] = KqLanes(kq, qr, kv.k[p + i], kv.f16, head_off, hd);
+    }
     __m256 sums = kq == Order::kTiny ? HsumTiny8(v) : HsumHadd8(v);
     if (leftovers) {
       alignas(32) float t[8];
