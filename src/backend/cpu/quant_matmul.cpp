@@ -39,9 +39,10 @@ qmm::Kernel PickKernel(DType t, int64_t n_rows) {
   // (ggml has no AVX-512 variant of these); a different order would flip
   // activation-quantization roundings downstream and move SmolLM2's logits by
   // ~0.2 (tools/exact_forward.py). Batches take the same code compiled for
-  // AVX-512 (VNNI integer sums, the same bits). At that level RunShared
-  // replaces these for Q4_0 / Q8_0 (the per-block kernels) and, where a
-  // rows16 copy exists, for Q4_1 / Q5_0 (its vec_dot-order kernel).
+  // AVX-512 (VNNI integer sums, the same bits). At the AVX2 and AVX-512
+  // levels RunShared replaces these for Q4_0 / Q8_0 (the per-block kernels)
+  // and, where a rows16 copy exists, for Q4_1 / Q5_0 (the vec_dot-order
+  // kernels on it).
   if (level == SimdLevel::kAvx512 && (!qmm::UsesQuantizedActs(t) || n_rows >= 2)) {
     k = qmm::Avx512Kernel(t);
   }
@@ -331,8 +332,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     t.out = &outputs[i];
     t.kernel = PickKernel(outputs[i].wtype, n_rows);
     t.W = outputs[i].W;
-    // A rows16 copy runs one row and batches alike on AVX-512 (the same
-    // outputs as the kernels above, without their per-call rearrangement).
+    // A rows16 copy runs one row and batches alike on AVX2 and AVX-512 (the
+    // same outputs as the kernels above, without their per-call
+    // rearrangement).
     qmm::Kernel packed = nullptr;
     if (outputs[i].packed != nullptr && level != SimdLevel::kScalar) {
       packed = avx512 ? qmm::Avx512PackedKernel(outputs[i].wtype)

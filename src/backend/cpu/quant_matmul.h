@@ -41,19 +41,19 @@ class ThreadPool;
 //   well under 2e-2.
 //   * F32, F16, BF16: exact f32 activations, f32 accumulation (error ~1e-6
 //     relative to sum_i |w_i x_i|, tested at 1e-5).
-//   * Q4_0 and Q8_0 products at the AVX-512 level take the per-block
-//     order, for every row count: each 32-block's integer
+//   * Q4_0 and Q8_0 products at the AVX2 and AVX-512 levels take the
+//     per-block order, for every row count: each 32-block's integer
 //     sum is exact as above, then accumulated once per block, acc =
 //     fma(f32(d_w) * d_x, float(sum), acc) -- the order of llama.cpp's
 //     repacked and AMX kernels rather than ggml's vec_dot (8 partial sums
-//     per block, what the AVX2 and scalar levels run), so these outputs
-//     differ from those levels' by f32 rounding only. The AMX tile kernel
-//     (8+ rows, AmxActive, cpu_features.h) and the VNNI kernel give the
-//     same bits. Q4_1 stays on the
+//     per block, what the scalar level runs), so these outputs differ from
+//     that level's by f32 rounding only; the two SIMD levels agree bit for
+//     bit. The AMX tile kernel (8+ rows, AmxActive, cpu_features.h), the
+//     VNNI kernel and the AVX2 kernel give the same bits. Q4_1 stays on the
 //     vec_dot order: SmolLM2-135M-Instruct (Q4_1) moved by 0.19 mean |logit|
 //     with the per-block one (the teacher-forced limit is 0.1). The K-quant
-//     batch kernels for Q4_K, Q5_K and Q6_K at that level (AMX, or VNNI
-//     tiles without it) keep the tiled order below bit for bit.
+//     batch kernels for Q4_K, Q5_K and Q6_K at both levels (AMX, VNNI
+//     tiles, AVX2 tiles) keep the tiled order below bit for bit.
 // Determinism: each y[r][o] is computed by a fixed sequence of operations
 // that depends only on n_in, the SIMD level and the data -- never
 // on the thread count or how rows are split, and never on n_rows except

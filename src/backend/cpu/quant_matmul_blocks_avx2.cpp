@@ -23,18 +23,23 @@
 //     the sum starts at -8 * sum(q) (Acts::block_bias) for the nibbles' 8.
 //   Q8_0: the copy holds w + 128, which times q could overflow vpmaddubsw's
 //     int16 pair sums, so the weights are made signed again (XOR 0x80) and
-//     multiplied as |w| (u8, once per tile) times q with w's sign (vpsignb;
-//     |q| <= 127, so nothing overflows, and w = -128 gives |w| = 128
-//     exactly), each step widened by vpmaddwd.
+//     multiplied as |w| (u8) times q with w's sign (vpsignb; |q| <= 127, so
+//     nothing overflows, and w = -128 gives |w| = 128 exactly), each step
+//     widened by vpmaddwd.
 // Data flow, per group of 16 weight rows and chunk of kChunkBlocks blocks
-// (the chunk stays in L1 for all activation tiles): each half of the group
-// (8 rows, 8 f32 lanes) runs the chunk's blocks for a tile of up to 4
-// activation rows, word by word, each word's weights unpacked once for the
-// tile. Accumulators are saved between chunks (one 16-float slot per
-// activation row, as the AVX-512 kernel). Unpacked (GGUF) weights are first
-// packed into rows16 words chunk by chunk (rows16::ChunkOfGroup), so both
-// give the same bits. One activation row (decode) reads each weight byte once
-// and prefetches ahead.
+// (the chunk stays in L1 while every activation tile reads it):
+//   * batches (kTileRows+ rows, TileUnpacked): the chunk's words are
+//     unpacked once into scratch as the operands (UnpackChunk: nibbles, or
+//     |w| and w; the scales as f32), then each tile of 4 activation rows
+//     runs a 4 x 16 block of sums, both halves per activation broadcast;
+//   * one row (decode) and the last 1-3 rows of a batch (Tile): each half of
+//     the group (8 rows, 8 f32 lanes) reads the words directly and unpacks
+//     them in registers; one row prefetches ahead, so it reads each weight
+//     byte once from memory.
+// Accumulators are saved between chunks (one 16-float slot per activation
+// row, as the AVX-512 kernel). Unpacked (GGUF) weights are first packed
+// into rows16 words chunk by chunk (rows16::ChunkOfGroup), so both give the
+// same bits.
 // No std:: templates or shared inline helpers here (ISA-flagged code: a weak
 // symbol from this file could be linked in for every CPU).
 #include <immintrin.h>
