@@ -13,7 +13,8 @@ namespace llm {
 namespace {
 
 bool UsesQuantMatMul(const Weight& w, int64_t n_rows, const LinearContext& ctx) {
-  return n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type);
+  return n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type) ||
+         QuantMatMulBatchesPlainType(w.type);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 //    matmul), which libllm follows unless LinearContext::batch_invariant.
 //  - F32 / F16 / BF16, more rows (prefill chunks): the weight is converted into
 //    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h) -- unless
-//    LinearContext::batch_invariant asks for QuantMatMul at every row count.
+//    LinearContext::batch_invariant asks for QuantMatMul at every row count,
+//    or QuantMatMul has a faster batch kernel with the one-row bits for the
+//    type at this SIMD level (QuantMatMulBatchesPlainType: AVX2).
 #pragma once
 
 #include <cstdint>

@@ -246,7 +246,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // The AVX2 level runs both with kernels of its own and the same bits:
   // quant_matmul_blocks_avx2.cpp (Q4_0 / Q8_0, every row count) and
   // kquant_tiled_avx2.cpp (Q4_K / Q5_K / Q6_K, tiled order from
-  // kTiledMinRows rows unless batch invariant).
+  // kTiledMinRows rows unless batch invariant); it also runs F32 / F16 /
+  // BF16 batches on a tile kernel in the one-row kernel's order
+  // (Avx2PlainBatchKernel), where the AVX-512 level leaves them to oneDNN.
   static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
   const SimdLevel level = ActiveSimdLevel();
   const bool avx512 = level == SimdLevel::kAvx512;
@@ -255,6 +257,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // The kernel for out from the above, or nullptr (PickKernel's then).
   auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
     if (level == SimdLevel::kAvx2) {
+      if (QuantMatMulBatchesPlainType(out.wtype)) {
+        return n_rows >= 2 ? qmm::Avx2PlainBatchKernel(out.wtype) : nullptr;
+      }
       if (!qmm::UsesQ8KActs(out.wtype)) {
         return qmm::Avx2BlockOrderKernel(out.wtype, out.packed != nullptr);
       }
@@ -448,6 +453,11 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 
 bool QuantMatMulReadsRows16(DType t) {
   return ActiveSimdLevel() != SimdLevel::kScalar && rows16::Supports(t);
+}
+
+bool QuantMatMulBatchesPlainType(DType t) {
+  return ActiveSimdLevel() == SimdLevel::kAvx2 &&
+         (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16);
 }
 
 bool QuantMatMulQuantizesActivations(DType t) {

@@ -71,6 +71,15 @@ class ThreadPool;
 // QuantMatMul for every row count with these types.
 bool QuantMatMulQuantizesActivations(DType t);
 
+// Whether QuantMatMul runs batches of F32 / F16 / BF16 weights (type t) on
+// a batch kernel of the active SIMD level that keeps the one-row kernel's
+// bits: at the AVX2 level (Avx2PlainBatchKernel), where it is as fast as
+// oneDNN's f32 GEMM on weights converted per pass (1B F16 pp512 on Zen 3,
+// 2 threads: 1.04x, 3 alternating rounds) without that pass's f32 copy of
+// the matrix, and batch invariant. Linear then takes QuantMatMul for every
+// row count.
+bool QuantMatMulBatchesPlainType(DType t);
+
 // Whether QuantMatMul's kernels at the active SIMD level read a rows16 copy
 // of a weight of type t (QuantMatMulOutput::packed, packed_weight.h): Q4_0,
 // Q4_1, Q5_0, Q8_0 at the AVX2 and AVX-512 levels. A copy of another type,

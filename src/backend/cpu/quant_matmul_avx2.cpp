@@ -79,6 +79,19 @@ void QuantizeRowQ8Avx2(const float* x, int64_t n, int8_t* q, float* ds) {
   }
 }
 
+Kernel Avx2PlainBatchKernel(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return &PlainBatchKernel<DType::kF32>;
+    case DType::kF16:
+      return &PlainBatchKernel<DType::kF16>;
+    case DType::kBF16:
+      return &PlainBatchKernel<DType::kBF16>;
+    default:
+      return nullptr;
+  }
+}
+
 // The K-quant / Q5 / IQ4 kernels live in kquant_avx2.cpp.
 Kernel Avx2Kernel(DType t) {
   const Kernel k = KernelFor(t);

@@ -109,6 +109,10 @@ constexpr int64_t kBlockOrderScratchFloats = 16 + kBlockOrderChunkBlocks * (128 
 constexpr int64_t kAvx2BlockOrderChunkBlocks = 16;
 constexpr int64_t kAvx2BlockOrderScratchFloats =
     16 + kAvx2BlockOrderChunkBlocks * (128 + 8 + 256 + 16);
+// The plain-type batch kernel's weight block (Avx2PlainBatchKernel): a
+// quarter of a 512 KiB L2 (Zen 3's; Intel's are larger), so the block and
+// three activation rows stay there while the rows pass.
+constexpr int64_t kPlainBlockBytes = 128 * 1024;
 // The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
 // kAmxMinRows or more activation rows on AMX machines (AmxActive). It sums
 // each 32-block exactly in int32 and then per block in f32 (the per-block
@@ -191,6 +195,12 @@ Kernel Avx512BlockOrderKernel(DType t, bool packed);
 // every Q4_0 / Q8_0 product at the AVX2 level, the VNNI kernel's bits. Q4_0
 // reads Acts::block_bias, Q8_0 does not. Scratch as the VNNI kernel's.
 Kernel Avx2BlockOrderKernel(DType t, bool packed);
+// The plain-type batch kernel at the AVX2 level (F32, F16, BF16, else
+// nullptr; quant_matmul_simd.inc's PlainBatchKernel): tiles of 2 weight rows
+// x 3 activation rows over weight blocks of kPlainBlockBytes, each output in
+// the one-row kernel's order (Avx2Kernel's), so batches of these types are
+// row invariant without oneDNN's GEMM. For 2+ activation rows.
+Kernel Avx2PlainBatchKernel(DType t);
 // The K-quant AMX kernel for t (Q4_K, Q5_K, Q6_K, else nullptr) on GGUF
 // rows; call only when AmxActive().
 Kernel KQuantAmxKernel(DType t);
