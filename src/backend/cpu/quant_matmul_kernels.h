@@ -196,7 +196,7 @@ Kernel Avx512BlockOrderKernel(DType t, bool packed);
 // reads Acts::block_bias, Q8_0 does not. Scratch as the VNNI kernel's.
 Kernel Avx2BlockOrderKernel(DType t, bool packed);
 // The plain-type batch kernel at the AVX2 level (F32, F16, BF16, else
-// nullptr; quant_matmul_simd.inc's PlainBatchKernel): tiles of 2 weight rows
+// nullptr; quant_matmul_simd.inc's PlainBatchKernel): tiles of 4 weight rows
 // x 3 activation rows over weight blocks of kPlainBlockBytes, each output in
 // the one-row kernel's order (Avx2Kernel's), so batches of these types are
 // row invariant without oneDNN's GEMM. For 2+ activation rows.
