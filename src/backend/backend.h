@@ -178,6 +178,13 @@ class Backend {
   // (repacked copies, f32 vectors), for the load report: never more than
   // the sources they replace, plus padding.
   virtual uint64_t WeightCopyBytes() const { return 0; }
+  // Called once per load, after every weight is added and the engine has
+  // prefaulted the source bytes that passes read (ReadsSource). A backend
+  // that dropped the pages its copies replaced drops them once more here:
+  // a read fault maps the page-cache folio around it, which on kernels with
+  // large folios (ext4/xfs after readahead) reaches into neighbouring
+  // matrices whose pages were already dropped.
+  virtual void SourcesPrefaulted() {}
 
   // ---- memory (at load) -----------------------------------------------------
   // Declares a pass buffer of the given width; sized by each BeginPass.

@@ -179,6 +179,9 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Build(std::unique_ptr<GgufFile> gg
                    "out of memory: cannot create the model's batcher or KV pool");
     }
   }
+  // Last, after everything that reads the file (the fingerprint reads the
+  // edges of every tensor): no later read maps a dropped page back in.
+  if (!options.vocab_only) model->backend_->SourcesPrefaulted();
   if (LogEnabled(LLM_LOG_INFO)) {
     Logf(LLM_LOG_INFO,
          "loaded '%s' (%s, GGUF v%d): %d layers, n_embd %d, %d heads (%d kv), vocab %d, "

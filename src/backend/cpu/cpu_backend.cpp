@@ -82,6 +82,7 @@ absl::StatusOr<WeightId> CpuBackend::AddMatrix(const WeightSource& source) {
   WeightRecord r;
   r.matrix = Weight{source.type, source.data, source.n_out, source.n_in, source.row_bytes};
   r.file_mapped = source.file_mapped;
+  r.source = source.data;
   // The embedding table is mostly read a row per token (Embed, from the
   // mapping); a copy pays off only if the output is tied to it.
   if (source.name == "token_embd.weight") {
@@ -229,6 +230,17 @@ uint64_t CpuBackend::WeightCopyBytes() const {
   uint64_t n = 0;
   for (const WeightRecord& r : weights_) n += r.packed.bytes + r.vector.size() * sizeof(float);
   return n;
+}
+
+void CpuBackend::SourcesPrefaulted() {
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    const WeightRecord& r = weights_[i];
+    if (!r.file_mapped || r.packed.data == nullptr ||
+        ReadsSource(WeightId{static_cast<int32_t>(i)})) {
+      continue;
+    }
+    rows16::ReleaseMappedPages(r.source, static_cast<size_t>(r.matrix.n_out) * r.matrix.row_bytes);
+  }
 }
 
 void CpuBackend::PackIfDeferred(WeightId id) {

@@ -37,6 +37,7 @@ class CpuBackend : public Backend {
   absl::StatusOr<WeightId> AddVector(const WeightSource& source) override;
   bool ReadsSource(WeightId id) const override;
   uint64_t WeightCopyBytes() const override;
+  void SourcesPrefaulted() override;
   ActivationId DeclareActivation(int64_t width, ActivationRows rows) override;
   absl::StatusOr<std::unique_ptr<KvStorage>> CreateKvStorage(
       const KvLayout& layout, absl::Span<const int64_t> layers) override;
@@ -76,6 +77,7 @@ class CpuBackend : public Backend {
     bool plain_copy = false;
     bool pack_later = false;
     bool file_mapped = false;  // WeightSource::file_mapped: its pages may be dropped
+    const uint8_t* source = nullptr;  // WeightSource::data (matrix.data may point at the copy)
     bool embed_rows = false;   // the embedding table: Embed reads its mapped rows
   };
   struct Activation {
