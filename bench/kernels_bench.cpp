@@ -401,5 +401,42 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({1024, 0, 0})
     ->Args({1024, 0, 16});
 
+// Prefill attention of n_q new tokens from position 0 (causal), one thread,
+// f16 cache in one block. Args: n_q, n_head, n_head_kv (head_dim 64):
+// SmolLM2 9 / 3, TinyLlama 32 / 4. FLOP/s counts q.k and the weighted V sum
+// (2 * 2 * head_dim per visible (query, head, position)).
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int64_t n_q = state.range(0), n_head = state.range(1), n_head_kv = state.range(2);
+  const int64_t hd = 64;
+  const size_t row = static_cast<size_t>(n_head_kv * hd);
+  const size_t half = static_cast<size_t>(n_q) * row;  // elements of K (or V)
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> pool(2 * half);
+  for (uint16_t& h : pool) h = F32ToF16(u(rng));
+  const uint8_t* block = reinterpret_cast<const uint8_t*>(pool.data());
+  std::vector<float> q(static_cast<size_t>(n_q * n_head * hd)), out(q.size());
+  for (float& x : q) x = u(rng);
+  KvView kv;
+  kv.blocks = &block;
+  kv.block_tokens = n_q;
+  kv.k_offset = 0;
+  kv.v_offset = half * 2;
+  kv.f16 = true;
+  kv.n_head_kv = n_head_kv;
+  kv.head_dim = hd;
+  kv.row_stride = row;
+  for (auto _ : state) {
+    auto s = Attention(q.data(), n_q, n_head, 0, kv, out.data(), nullptr);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double visible = static_cast<double>(n_q) * (n_q + 1) / 2 * n_head;
+  state.counters["FLOP/s"] = benchmark::Counter(
+      4.0 * hd * visible * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+}
+BENCHMARK(BM_AttentionPrefill)->Args({512, 9, 3})->Args({512, 32, 4})->Args({77, 9, 3});
+
 }  // namespace
 }  // namespace llm

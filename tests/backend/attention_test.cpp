@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_features.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -474,6 +475,72 @@ TEST(AttentionTest, GroupedHeadsEqualSingleHeadCallsBitExact) {
                   << "head " << h;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+
+// The AVX-512 rows kernel (several queries and heads per pass over K and V)
+// gives every row the bits of the per-(query, head) kernel, for rows with
+// different numbers of visible positions (1 .. 83, tails of every length),
+// 1 .. 9 rows (4 + 4 + 1 and the other splits), head sizes that are 1, 3, 4
+// and 5 chunks of 16 dims, and both cache types.
+TEST(AttentionTest, Avx512RowsKernelEqualsPerRowKernelBitExact) {
+  const std::vector<SimdLevel> levels = SupportedLevels();
+  if (std::find(levels.begin(), levels.end(), SimdLevel::kAvx512) == levels.end()) {
+    GTEST_SKIP() << "no AVX-512 on this host";
+  }
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const attn::AttendFn one = attn::Avx512Attend();
+  const attn::AttendRowsFn rows_fn = attn::Avx512AttendRows();
+  for (int64_t hd : {16, 48, 64, 80, 128}) {
+    for (bool f16 : {true, false}) {
+      const int64_t n_pos = 83, n_head_kv = 2, g = 1;
+      const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
+      // The cache's storage: f16 or f32 rows of d.stride elements.
+      std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
+      for (size_t i = 0; i < d.k.size(); ++i) {
+        k16[i] = F32ToF16(d.k[i]);
+        v16[i] = F32ToF16(d.v[i]);
+      }
+      std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const size_t at = static_cast<size_t>(p) * d.stride;
+        k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
+                        : reinterpret_cast<const uint8_t*>(d.k.data() + at);
+        v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
+                        : reinterpret_cast<const uint8_t*>(d.v.data() + at);
+      }
+      attn::KvRows kv;
+      kv.k = k_rows.data();
+      kv.v = v_rows.data();
+      kv.f16 = f16;
+      kv.head_dim = hd;
+      for (int64_t n = 1; n <= 9; ++n) {
+        SCOPED_TRACE("hd=" + std::to_string(hd) + " f16=" + std::to_string(f16) +
+                     " rows=" + std::to_string(n));
+        const std::vector<float> q = RandomVector(rng, n * hd, 0.1f, 2.0f);
+        std::vector<const float*> q_rows(n);
+        std::vector<int64_t> n_kv(n);
+        std::vector<float> got(n * hd), want(hd);
+        std::vector<float*> out_rows(n);
+        std::uniform_int_distribution<int64_t> pick(1, n_pos);
+        for (int64_t i = 0; i < n; ++i) {
+          q_rows[i] = q.data() + i * hd;
+          n_kv[i] = pick(rng);
+          out_rows[i] = got.data() + i * hd;
+        }
+        std::vector<float> scores(4 * n_pos), acc(4 * hd);
+        rows_fn(q_rows.data(), n_kv.data(), out_rows.data(), n, g, kv, 0.125f, scores.data(),
+                acc.data());
+        for (int64_t i = 0; i < n; ++i) {
+          one(q_rows[i], n_kv[i], g, kv, 0.125f, scores.data(), acc.data(), want.data());
+          ASSERT_EQ(0, std::memcmp(want.data(), out_rows[i], hd * sizeof(float)))
+              << "row " << i << " n_kv " << n_kv[i];
         }
       }
     }

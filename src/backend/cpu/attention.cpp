@@ -106,14 +106,17 @@ namespace {
 // pointers of positions 0 .. n_pos-1 ([K rows | V rows] in one shared array
 // from row0 on). A task is one (query, head), or with attend_heads one
 // (query, kv head): the heads that read it.
+// With attend_rows a task is (kRowTokens queries, kv head): the rows of those
+// queries' heads that read it.
 struct ResolvedJob {
   const AttentionJob* job;
   attn::AttendFn attend;
   attn::AttendHeadsFn attend_heads;  // null: per head
+  attn::AttendRowsFn attend_rows;    // non-null: tasks of kRowTokens queries x one kv head
   attn::KvRows rows;                 // rows of positions first_pos .. pos0 + n_q - 1
   int64_t first_pos;                 // the first position any query of the job sees
   int64_t heads_per_task;            // 1, or n_head / n_head_kv with attend_heads
-  int64_t first_task;                // tasks first_task .. + n_q * n_head / heads_per_task - 1
+  int64_t first_task;                // the job's tasks: first_task .. + n_tasks - 1
   float scale;                       // the job's, or 1 / sqrt(head_dim)
   float softcap;                     // > 0: every task runs AttendCapped
 };
@@ -142,15 +145,20 @@ absl::Status CheckJob(const AttentionJob& j, int64_t n_head) {
 // prefilled in one step and the same tokens decoded one by one differ in
 // the last bits, unless batch_invariant asks for the multi-token kernel at
 // every n_q. Results never depend on other sequences, threads or paging.
-void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, ResolvedJob* r) {
+// Without a window every query of a step sees positions from 0 on, so the
+// rows of several queries share K and V rows (attend_rows); a windowed job
+// keeps the per-(query, head) kernel, whose results attend_rows reproduces.
+void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, int64_t window, ResolvedJob* r) {
   const SimdLevel level = ActiveSimdLevel();
   const bool one_token = n_q == 1 && !batch_invariant;
   r->attend = nullptr;
   r->attend_heads = nullptr;
+  r->attend_rows = nullptr;
   if (level == SimdLevel::kAvx512 && one_token && hd % 64 == 0) {
     r->attend_heads = attn::Avx512AttendOneTokenHeads();
   } else if (level == SimdLevel::kAvx512 && hd % 16 == 0) {
     r->attend = attn::Avx512Attend();
+    if (window == 0) r->attend_rows = attn::Avx512AttendRows();
   } else if (level == SimdLevel::kScalar) {
     r->attend = attn::ScalarAttend();
   } else {
@@ -187,11 +195,15 @@ absl::Status ResolveRows(const KvView& kv, int64_t first, int64_t n_pos, const u
   return absl::OkStatus();
 }
 
+// Queries per attend_rows task: with SmolLM2's 3 heads per kv head, 12 rows
+// (three groups of 4 for the kernel); tasks stay small enough to balance.
+constexpr int64_t kRowTokens = 4;
+
 absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, ThreadPool* pool,
                      bool batch_invariant) {
   std::vector<ResolvedJob> resolved;
   resolved.reserve(jobs.size());
-  int64_t n_rows = 0, n_tasks = 0, max_pos = 0, max_hd = 0, max_heads = 1;
+  int64_t n_rows = 0, n_tasks = 0, max_pos = 0, max_hd = 0, max_heads = 1, max_rows = 0;
   for (const AttentionJob& j : jobs) {
     LLM_RETURN_IF_ERROR(CheckJob(j, n_head));
     if (j.n_q == 0) continue;
@@ -207,7 +219,7 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     ResolvedJob r;
     r.job = &j;
     r.first_pos = first;
-    PickAttend(j.n_q, j.kv.head_dim, batch_invariant, &r);
+    PickAttend(j.n_q, j.kv.head_dim, batch_invariant, j.window, &r);
     r.heads_per_task = r.attend_heads != nullptr ? n_head / j.kv.n_head_kv : 1;
     r.rows.k = rows.data() + row;
     r.rows.v = rows.data() + row + n_pos;
@@ -223,11 +235,18 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     if (r.softcap > 0.0f) {  // only the scalar kernel caps its scores
       r.attend = nullptr;
       r.attend_heads = nullptr;
+      r.attend_rows = nullptr;
       r.heads_per_task = 1;
     }
     resolved.push_back(r);
     row += 2 * n_pos;
-    n_tasks += j.n_q * n_head / r.heads_per_task;
+    if (r.attend_rows != nullptr) {
+      n_tasks += (j.n_q + kRowTokens - 1) / kRowTokens * j.kv.n_head_kv;
+      max_heads = std::max<int64_t>(max_heads, 4);  // the rows kernel's scratch
+      max_rows = std::max(max_rows, kRowTokens * (n_head / j.kv.n_head_kv));
+    } else {
+      n_tasks += j.n_q * n_head / r.heads_per_task;
+    }
     max_heads = std::max(max_heads, r.heads_per_task);
     max_pos = std::max(max_pos, n_pos);
     max_hd = std::max(max_hd, j.kv.head_dim);
@@ -238,6 +257,10 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(max_heads * max_pos));
     std::vector<float> acc(static_cast<size_t>(max_heads * max_hd));
+    // An attend_rows task's rows: query, visible positions, output.
+    std::vector<const float*> row_q(static_cast<size_t>(max_rows));
+    std::vector<int64_t> row_n_kv(static_cast<size_t>(max_rows));
+    std::vector<float*> row_out(static_cast<size_t>(max_rows));
     size_t ji = static_cast<size_t>(
         std::upper_bound(resolved.begin(), resolved.end(), begin,
                          [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
@@ -247,6 +270,26 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
       const ResolvedJob& r = resolved[ji];
       const AttentionJob& j = *r.job;
       const int64_t hd = j.kv.head_dim, group = n_head / j.kv.n_head_kv;
+      if (r.attend_rows != nullptr) {
+        // Queries t0 .. t1-1 and heads g * group .. + group - 1, query-major;
+        // no window, so query t sees positions 0 .. pos0 + t.
+        const int64_t local = task - r.first_task;
+        const int64_t g = local % j.kv.n_head_kv;
+        const int64_t t0 = local / j.kv.n_head_kv * kRowTokens;
+        const int64_t t1 = std::min(j.n_q, t0 + kRowTokens);
+        int64_t n = 0;
+        for (int64_t t = t0; t < t1; ++t) {
+          for (int64_t h = g * group; h < (g + 1) * group; ++h, ++n) {
+            const size_t at = static_cast<size_t>((t * n_head + h) * hd);
+            row_q[n] = j.q + at;
+            row_n_kv[n] = j.pos0 + t + 1;
+            row_out[n] = j.out + at;
+          }
+        }
+        r.attend_rows(row_q.data(), row_n_kv.data(), row_out.data(), n, g, r.rows, r.scale,
+                      scores.data(), acc.data());
+        continue;
+      }
       const int64_t tasks_per_query = n_head / r.heads_per_task;
       const int64_t local = task - r.first_task;
       const int64_t t = local / tasks_per_query;

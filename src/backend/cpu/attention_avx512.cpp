@@ -102,8 +102,8 @@ void Softmax(float* scores, int64_t n_kv, float mx, bool f16) {
   double sum = 0.0;
   for (int64_t p = 0; p < n_kv; p += 16) {
     const int64_t left = n_kv - p;
-    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                   : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m =
+        left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
     const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + p);
     const __m512 e = ExpF(_mm512_sub_ps(x, vmx));
     _mm512_mask_storeu_ps(scores + p, m, e);
@@ -112,8 +112,8 @@ void Softmax(float* scores, int64_t n_kv, float mx, bool f16) {
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
   for (int64_t p = 0; p < n_kv; p += 16) {
     const int64_t left = n_kv - p;
-    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                   : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m =
+        left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
     __m512 pr = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + p), inv);
     if (f16) pr = RoundF16x16(pr);
     _mm512_mask_storeu_ps(scores + p, m, pr);
@@ -186,6 +186,173 @@ void AttendAvx512(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows& 
     for (int l = 0; p + l < n_kv; ++l)
       a[l] = _mm512_fmadd_ps(Load16(kv.v[p + l], kv.f16, off), _mm512_set1_ps(scores[p + l]), a[l]);
     _mm512_storeu_ps(out + d, ReduceLaneClasses(a));
+  }
+}
+
+// ---- several query rows at once, AttendAvx512's order ----------------------
+// Rows r < R (query tokens and heads that read kv head g) share every K and V
+// row load and f16 conversion: each row's scores, probabilities and output
+// are the instructions AttendAvx512 runs for it alone, on the same values in
+// the same order. Positions run to the rows' largest n_kv; a row's scores
+// past its own n_kv are computed and then dropped (probability 0). Adding
+// 0 * v to an accumulator leaves it as it was: accumulators start at +0 and
+// every product of an f16 probability and an f16 value is 0 or at least
+// 2^-48 in magnitude, so none becomes -0.
+
+// scores[r][p] = (q_r . k_p) * scale for p < n_max, q_r = qr + r * hd
+// (already in the cache's precision): per (row, position) the 16 lanes
+// AttendAvx512 sums (tinyBLAS's one accumulator over head_dim, or vec_dot's
+// four), reduced 16 positions at a time. scores: [R][n_max].
+template <int R>
+void RowScores(const float* qr, int64_t n_max, int64_t g, const attn::KvRows& kv, float scale,
+               float* scores) {
+  const int64_t hd = kv.head_dim;
+  const size_t head_off = static_cast<size_t>(g * hd);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  // AttendAvx512's vec_dot order for an f32 cache (four accumulators over
+  // 64-element steps, summed (0 + 2) + (1 + 3)).
+  const bool vec_dot_kq = hd % 64 == 0 && !kv.f16;
+  for (int64_t p = 0; p < n_max; p += 16) {
+    const int64_t count = n_max - p < 16 ? n_max - p : 16;
+    __m512 lanes[R][16];
+    for (int i = 0; i < 16; ++i) {
+      __m512 a[R];
+      for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_ps();
+      if (i < count && vec_dot_kq) {
+        __m512 b[R][4];
+        for (int r = 0; r < R; ++r) {
+          for (int j = 0; j < 4; ++j) b[r][j] = _mm512_setzero_ps();
+        }
+        const uint8_t* k_row = kv.k[p + i];
+        for (int64_t d = 0; d < hd; d += 64) {
+          for (int j = 0; j < 4; ++j) {
+            const __m512 k = Load16(k_row, false, head_off + d + 16 * j);
+            for (int r = 0; r < R; ++r) {
+              b[r][j] = _mm512_fmadd_ps(k, _mm512_loadu_ps(qr + r * hd + d + 16 * j), b[r][j]);
+            }
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          a[r] = _mm512_add_ps(_mm512_add_ps(b[r][0], b[r][2]), _mm512_add_ps(b[r][1], b[r][3]));
+        }
+      } else if (i < count) {
+        const uint8_t* k_row = kv.k[p + i];
+        for (int64_t d = 0; d < hd; d += 16) {
+          const __m512 k = Load16(k_row, kv.f16, head_off + d);
+          for (int r = 0; r < R; ++r)
+            a[r] = _mm512_fmadd_ps(k, _mm512_loadu_ps(qr + r * hd + d), a[r]);
+        }
+      }
+      for (int r = 0; r < R; ++r) lanes[r][i] = a[r];
+    }
+    const __mmask16 m =
+        count == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+    for (int r = 0; r < R; ++r) {
+      _mm512_mask_storeu_ps(scores + r * n_max + p, m,
+                            _mm512_mul_ps(ReduceAdd16(lanes[r]), vscale));
+    }
+  }
+}
+
+// AttendAvx512's running maximum of scores[0 .. n): per lane over whole
+// 16-position groups, across the lanes, then the tail one by one.
+float RowMax(const float* scores, int64_t n) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  int64_t p = 0;
+  for (; p + 16 <= n; p += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(scores + p), vmax);
+  float mx = _mm512_reduce_max_ps(vmax);
+  for (; p < n; ++p) mx = scores[p] > mx ? scores[p] : mx;
+  return mx;
+}
+
+// out_r[d0 .. d0 + 16 C) = sum_p prob_r[p] * v[p][...] for p < n_max, lane
+// class p mod 16 per 16 dims (AttendAvx512's V pass): class l of every row
+// and chunk in registers (R * C accumulators), then ReduceLaneClasses over
+// the 16 classes. probs: [R][n_max].
+template <int R, int C>
+void RowsWeightedV(const float* probs, int64_t n_max, size_t off, const attn::KvRows& kv,
+                   float* const* out, int64_t d0) {
+  __m512 classes[R][C][16];
+  for (int l = 0; l < 16; ++l) {
+    __m512 a[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) a[r][c] = _mm512_setzero_ps();
+    }
+    for (int64_t p = l; p < n_max; p += 16) {
+      __m512 v[C];
+      for (int c = 0; c < C; ++c) v[c] = Load16(kv.v[p], kv.f16, off + 16 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m512 w = _mm512_set1_ps(probs[r * n_max + p]);
+        for (int c = 0; c < C; ++c) a[r][c] = _mm512_fmadd_ps(v[c], w, a[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) classes[r][c][l] = a[r][c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c)
+      _mm512_storeu_ps(out[r] + d0 + 16 * c, ReduceLaneClasses(classes[r][c]));
+  }
+}
+
+// R rows: q[r] [head_dim] -> out[r] [head_dim] over positions 0 .. n_kv[r]-1.
+// scores: R * max n_kv floats, qr: R * head_dim floats of scratch.
+template <int R>
+void AttendRows(const float* const* q, const int64_t* n_kv, float* const* out, int64_t g,
+                const attn::KvRows& kv, float scale, float* scores, float* qr) {
+  const int64_t hd = kv.head_dim;
+  int64_t n_max = 0;
+  for (int r = 0; r < R; ++r) n_max = n_kv[r] > n_max ? n_kv[r] : n_max;
+  for (int r = 0; r < R; ++r) {
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __m512 v = _mm512_loadu_ps(q[r] + d);
+      _mm512_storeu_ps(qr + r * hd + d, kv.f16 ? RoundF16x16(v) : v);
+    }
+  }
+  RowScores<R>(qr, n_max, g, kv, scale, scores);
+  for (int r = 0; r < R; ++r) {
+    float* s = scores + r * n_max;
+    Softmax(s, n_kv[r], RowMax(s, n_kv[r]), kv.f16);
+    for (int64_t p = n_kv[r]; p < n_max; ++p) s[p] = 0.0f;
+  }
+  const size_t head_off = static_cast<size_t>(g * hd);
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    switch (hd - d0 >= 64 ? 4 : (hd - d0) / 16) {
+      case 1:
+        RowsWeightedV<R, 1>(scores, n_max, head_off + d0, kv, out, d0);
+        break;
+      case 2:
+        RowsWeightedV<R, 2>(scores, n_max, head_off + d0, kv, out, d0);
+        break;
+      case 3:
+        RowsWeightedV<R, 3>(scores, n_max, head_off + d0, kv, out, d0);
+        break;
+      default:
+        RowsWeightedV<R, 4>(scores, n_max, head_off + d0, kv, out, d0);
+        break;
+    }
+  }
+}
+
+// n rows, 4 at a time (4 rows x 4 chunks of accumulators fill the registers).
+void AttendRowsAvx512(const float* const* q, const int64_t* n_kv, float* const* out, int64_t n,
+                      int64_t g, const attn::KvRows& kv, float scale, float* scores, float* qr) {
+  for (int64_t i = 0; i < n; i += 4) {
+    switch (n - i < 4 ? n - i : 4) {
+      case 1:
+        AttendRows<1>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      case 2:
+        AttendRows<2>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      case 3:
+        AttendRows<3>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      default:
+        AttendRows<4>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+    }
   }
 }
 
@@ -331,6 +498,7 @@ void AttendHeadsOneTokenAvx512(const float* q, int64_t n, int64_t n_kv, int64_t 
 
 namespace attn {
 AttendFn Avx512Attend() { return &AttendAvx512; }
+AttendRowsFn Avx512AttendRows() { return &AttendRowsAvx512; }
 AttendHeadsFn Avx512AttendOneTokenHeads() { return &AttendHeadsOneTokenAvx512; }
 }  // namespace attn
 }  // namespace llm

@@ -42,6 +42,19 @@ AttendFn Avx2AttendOneToken();
 // attention bit for bit (see attention_avx512.cpp).
 AttendFn Avx512Attend();
 
+// Several query rows -- query tokens of one step and the heads among them
+// that read kv head g -- each over its own positions 0 .. n_kv[i]-1 of kv:
+// q[i] [head_dim] -> out[i] [head_dim], i < n. Each row's output is what
+// the per-(query, head) AttendFn of the same level gives it; K and V rows
+// are loaded and converted once for several rows. scores: 4 * max n_kv
+// floats, acc: 4 * head_dim floats of scratch.
+using AttendRowsFn = void (*)(const float* const* q, const int64_t* n_kv, float* const* out,
+                              int64_t n, int64_t g, const KvRows& kv, float scale, float* scores,
+                              float* acc);
+
+// AVX-512, head_dim % 16 == 0: Avx512Attend's results, 4 rows at a time.
+AttendRowsFn Avx512AttendRows();
+
 // Several heads of one query that read the same kv head g (GQA): heads
 // 0 .. n-1 of q [n][head_dim] into out [n][head_dim]; scores: n * n_kv
 // floats, acc: n * head_dim floats of scratch. Each head's output is the
