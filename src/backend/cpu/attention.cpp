@@ -261,12 +261,18 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     std::vector<const float*> row_q(static_cast<size_t>(max_rows));
     std::vector<int64_t> row_n_kv(static_cast<size_t>(max_rows));
     std::vector<float*> row_out(static_cast<size_t>(max_rows));
+    // The pool hands chunks out in order, and a prompt's later queries cost
+    // more (they see more positions): chunk [begin, end) runs tasks
+    // n_tasks - end .. n_tasks - begin - 1 from the last down, so the last
+    // chunks handed out are the cheap ones and the threads finish together
+    // (longest first).
+    const int64_t last = n_tasks - 1 - begin, first = n_tasks - end;
     size_t ji = static_cast<size_t>(
-        std::upper_bound(resolved.begin(), resolved.end(), begin,
+        std::upper_bound(resolved.begin(), resolved.end(), last,
                          [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
         resolved.begin() - 1);
-    for (int64_t task = begin; task < end; ++task) {
-      while (ji + 1 < resolved.size() && task >= resolved[ji + 1].first_task) ++ji;
+    for (int64_t task = last; task >= first; --task) {
+      while (task < resolved[ji].first_task) --ji;
       const ResolvedJob& r = resolved[ji];
       const AttentionJob& j = *r.job;
       const int64_t hd = j.kv.head_dim, group = n_head / j.kv.n_head_kv;
