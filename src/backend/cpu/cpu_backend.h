@@ -97,11 +97,11 @@ class CpuBackend : public Backend {
   // without one when memory is short (never an error: the kernels read the
   // mapping instead).
   void Pack(WeightRecord& r);
-  // fn(begin, end) over the pass's rows [0, n_rows_): split over the pool
-  // when there are enough rows (prefill chunks, batches), else on the
-  // caller. For element-wise ops whose rows are independent, so the split
-  // never changes a result.
-  void ForRows(const std::function<void(int64_t begin, int64_t end)>& fn);
+  // fn(begin, end) over the pass's rows [0, n_rows_) of `width` elements:
+  // split over the pool when there is enough work (prefill chunks, wide
+  // batches), else on the caller. For element-wise ops whose rows are
+  // independent, so the split never changes a result.
+  void ForRows(int64_t width, const std::function<void(int64_t begin, int64_t end)>& fn);
   // Packs weight id now if it was left for its first product.
   void PackIfDeferred(WeightId id);
   int64_t ActRows(const Activation& a) const {
