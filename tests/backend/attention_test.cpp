@@ -16,9 +16,9 @@
 
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/half.h"
 #include "core/status.h"
-#include "backend/cpu/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ref/reference_kernels.h"
 #include "tests/backend/kernel_test_util.h"
@@ -461,7 +461,8 @@ TEST(AttentionTest, GroupedHeadsEqualSingleHeadCallsBitExact) {
             const PagedKv pk = Page(d, 16, rng);
             const std::vector<float> q = RandomVector(rng, hs.n_head * hd, 0.1f, 2.0f);
             std::vector<float> all(q.size()), one(static_cast<size_t>(hd));
-            ASSERT_TRUE(Attention(q.data(), 1, hs.n_head, pos0, pk.view(), all.data(), nullptr).ok());
+            ASSERT_TRUE(
+                Attention(q.data(), 1, hs.n_head, pos0, pk.view(), all.data(), nullptr).ok());
             const int64_t group = hs.n_head / hs.n_head_kv;
             for (int64_t h = 0; h < hs.n_head; ++h) {
               // Head h alone: its kv head as a one-head cache.
@@ -470,7 +471,8 @@ TEST(AttentionTest, GroupedHeadsEqualSingleHeadCallsBitExact) {
               single.k_offset += shift;
               single.v_offset += shift;
               single.n_head_kv = 1;
-              ASSERT_TRUE(Attention(q.data() + h * hd, 1, 1, pos0, single, one.data(), nullptr).ok());
+              ASSERT_TRUE(
+                  Attention(q.data() + h * hd, 1, 1, pos0, single, one.data(), nullptr).ok());
               ASSERT_EQ(0, std::memcmp(one.data(), all.data() + h * hd, one.size() * sizeof(float)))
                   << "head " << h;
             }
@@ -481,66 +483,85 @@ TEST(AttentionTest, GroupedHeadsEqualSingleHeadCallsBitExact) {
   }
 }
 
-
-// The AVX-512 rows kernel (several queries and heads per pass over K and V)
-// gives every row the bits of the per-(query, head) kernel, for rows with
-// different numbers of visible positions (1 .. 83, tails of every length),
-// 1 .. 9 rows (4 + 4 + 1 and the other splits), head sizes that are 1, 3, 4
-// and 5 chunks of 16 dims, and both cache types.
-TEST(AttentionTest, Avx512RowsKernelEqualsPerRowKernelBitExact) {
+// The rows kernels (several queries and heads per pass over K and V) give
+// every row the bits of their level's per-(query, head) kernel, for rows
+// with different numbers of visible positions (1 .. 83, tails of every
+// length), 1 .. 9 rows (4 + 4 + 1 and the other splits), several head sizes
+// (AVX2 also ones that are not a multiple of 16, and one that is not of 8,
+// which it runs row by row), and both cache types.
+TEST(AttentionTest, RowsKernelsEqualPerRowKernelsBitExact) {
+  struct Kernels {
+    SimdLevel level;
+    attn::AttendFn one;
+    attn::AttendRowsFn rows;
+    std::vector<int64_t> head_dims;
+  };
+  std::vector<Kernels> kernels;
   const std::vector<SimdLevel> levels = SupportedLevels();
-  if (std::find(levels.begin(), levels.end(), SimdLevel::kAvx512) == levels.end()) {
-    GTEST_SKIP() << "no AVX-512 on this host";
+  auto has = [&](SimdLevel l) {
+    return std::find(levels.begin(), levels.end(), l) != levels.end();
+  };
+  if (has(SimdLevel::kAvx512)) {
+    kernels.push_back({SimdLevel::kAvx512,
+                       attn::Avx512Attend(),
+                       attn::Avx512AttendRows(),
+                       {16, 48, 64, 80, 128}});
   }
+  if (has(SimdLevel::kAvx2)) {
+    kernels.push_back(
+        {SimdLevel::kAvx2, attn::Avx2Attend(), attn::Avx2AttendRows(), {8, 40, 64, 80, 128, 33}});
+  }
+  if (kernels.empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this host";
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
-  const attn::AttendFn one = attn::Avx512Attend();
-  const attn::AttendRowsFn rows_fn = attn::Avx512AttendRows();
-  for (int64_t hd : {16, 48, 64, 80, 128}) {
-    for (bool f16 : {true, false}) {
-      const int64_t n_pos = 83, n_head_kv = 2, g = 1;
-      const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
-      // The cache's storage: f16 or f32 rows of d.stride elements.
-      std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
-      for (size_t i = 0; i < d.k.size(); ++i) {
-        k16[i] = F32ToF16(d.k[i]);
-        v16[i] = F32ToF16(d.v[i]);
-      }
-      std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const size_t at = static_cast<size_t>(p) * d.stride;
-        k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
-                        : reinterpret_cast<const uint8_t*>(d.k.data() + at);
-        v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
-                        : reinterpret_cast<const uint8_t*>(d.v.data() + at);
-      }
-      attn::KvRows kv;
-      kv.k = k_rows.data();
-      kv.v = v_rows.data();
-      kv.f16 = f16;
-      kv.head_dim = hd;
-      for (int64_t n = 1; n <= 9; ++n) {
-        SCOPED_TRACE("hd=" + std::to_string(hd) + " f16=" + std::to_string(f16) +
-                     " rows=" + std::to_string(n));
-        const std::vector<float> q = RandomVector(rng, n * hd, 0.1f, 2.0f);
-        std::vector<const float*> q_rows(n);
-        std::vector<int64_t> n_kv(n);
-        std::vector<float> got(n * hd), want(hd);
-        std::vector<float*> out_rows(n);
-        std::uniform_int_distribution<int64_t> pick(1, n_pos);
-        for (int64_t i = 0; i < n; ++i) {
-          q_rows[i] = q.data() + i * hd;
-          n_kv[i] = pick(rng);
-          out_rows[i] = got.data() + i * hd;
+  for (const Kernels& k : kernels) {
+    SCOPED_TRACE(SimdLevelName(k.level));
+    for (int64_t hd : k.head_dims) {
+      for (bool f16 : {true, false}) {
+        const int64_t n_pos = 83, n_head_kv = 2, g = 1;
+        const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
+        // The cache's storage: f16 or f32 rows of d.stride elements.
+        std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
+        for (size_t i = 0; i < d.k.size(); ++i) {
+          k16[i] = F32ToF16(d.k[i]);
+          v16[i] = F32ToF16(d.v[i]);
         }
-        std::vector<float> scores(4 * n_pos), acc(4 * hd);
-        rows_fn(q_rows.data(), n_kv.data(), out_rows.data(), n, g, kv, 0.125f, scores.data(),
-                acc.data());
-        for (int64_t i = 0; i < n; ++i) {
-          one(q_rows[i], n_kv[i], g, kv, 0.125f, scores.data(), acc.data(), want.data());
-          ASSERT_EQ(0, std::memcmp(want.data(), out_rows[i], hd * sizeof(float)))
-              << "row " << i << " n_kv " << n_kv[i];
+        std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
+        for (int64_t p = 0; p < n_pos; ++p) {
+          const size_t at = static_cast<size_t>(p) * d.stride;
+          k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
+                          : reinterpret_cast<const uint8_t*>(d.k.data() + at);
+          v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
+                          : reinterpret_cast<const uint8_t*>(d.v.data() + at);
+        }
+        attn::KvRows kv;
+        kv.k = k_rows.data();
+        kv.v = v_rows.data();
+        kv.f16 = f16;
+        kv.head_dim = hd;
+        for (int64_t n = 1; n <= 9; ++n) {
+          SCOPED_TRACE("hd=" + std::to_string(hd) + " f16=" + std::to_string(f16) +
+                       " rows=" + std::to_string(n));
+          const std::vector<float> q = RandomVector(rng, n * hd, 0.1f, 2.0f);
+          std::vector<const float*> q_rows(n);
+          std::vector<int64_t> n_kv(n);
+          std::vector<float> got(n * hd), want(hd);
+          std::vector<float*> out_rows(n);
+          std::uniform_int_distribution<int64_t> pick(1, n_pos);
+          for (int64_t i = 0; i < n; ++i) {
+            q_rows[i] = q.data() + i * hd;
+            n_kv[i] = pick(rng);
+            out_rows[i] = got.data() + i * hd;
+          }
+          std::vector<float> scores(4 * n_pos), acc(4 * hd);
+          k.rows(q_rows.data(), n_kv.data(), out_rows.data(), n, g, kv, 0.125f, scores.data(),
+                 acc.data());
+          for (int64_t i = 0; i < n; ++i) {
+            k.one(q_rows[i], n_kv[i], g, kv, 0.125f, scores.data(), acc.data(), want.data());
+            ASSERT_EQ(0, std::memcmp(want.data(), out_rows[i], hd * sizeof(float)))
+                << "row " << i << " n_kv " << n_kv[i];
+          }
         }
       }
     }

@@ -163,6 +163,7 @@ void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, int64_t window, R
     r->attend = attn::ScalarAttend();
   } else {
     r->attend = one_token ? attn::Avx2AttendOneToken() : attn::Avx2Attend();
+    if (!one_token && window == 0) r->attend_rows = attn::Avx2AttendRows();
   }
 }
 

@@ -393,10 +393,189 @@ void AttendOneToken(const float* qh, int64_t n_kv, int64_t g, const attn::KvRows
   Attend(qh, n_kv, g, kv, scale, scores, acc, out, true);
 }
 
+// ---- several query rows at once, AttendMulti's order ------------------------
+// Rows r < R (query tokens and heads that read kv head g) share every K and V
+// row load and f16 conversion; each row gets the instructions AttendMulti
+// runs for it alone, on the same values in the same order (see
+// attention_avx512.cpp's rows kernel: positions run to the rows' largest
+// n_kv, and a row's probabilities past its own n_kv are 0, which leaves its
+// accumulators as they were). For an f16 cache with head_dim % 8 == 0
+// (tinyBLAS orders for q.k and the V sum); other caches and head sizes run
+// AttendMulti per row.
+
+// scores[r][p] = (q_r . k_p) * scale for p < n_max (q_r = qr + r * hd,
+// rounded to f16): tinyBLAS's one 8-lane chain per (row, position), 8
+// positions per HsumTiny8. scores: [R][n_max].
+template <int R>
+void RowScoresTiny(const float* qr, int64_t n_max, size_t head_off, const attn::KvRows& kv,
+                   float scale, float* scores) {
+  const int64_t hd = kv.head_dim;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int64_t p = 0; p < n_max; p += 8) {
+    const int64_t count = n_max - p < 8 ? n_max - p : 8;
+    __m256 lanes[R][8];
+    for (int i = 0; i < 8; ++i) {
+      __m256 a[R];
+      for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
+      if (i < count) {
+        const uint8_t* k_row = kv.k[p + i];
+        for (int64_t d = 0; d < hd; d += 8) {
+          const __m256 k = Load8(k_row, true, head_off + static_cast<size_t>(d));
+          for (int r = 0; r < R; ++r) {
+            a[r] = _mm256_fmadd_ps(k, _mm256_loadu_ps(qr + r * hd + d), a[r]);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) lanes[r][i] = a[r];
+    }
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, _mm256_mul_ps(HsumTiny8(lanes[r]), vscale));
+      for (int64_t i = 0; i < count; ++i) scores[r * n_max + p + i] = t[i];
+    }
+  }
+}
+
+// Attend's running maximum of scores[0 .. n): per lane over whole 8-position
+// groups, across the lanes in order, then the tail one by one.
+float RowMaxTiny(const float* scores, int64_t n) {
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  int64_t p = 0;
+  for (; p + 8 <= n; p += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(scores + p), vmax);
+  alignas(32) float m8[8];
+  _mm256_store_ps(m8, vmax);
+  float mx = m8[0];
+  for (int i = 1; i < 8; ++i) mx = m8[i] > mx ? m8[i] : mx;
+  for (; p < n; ++p) mx = scores[p] > mx ? scores[p] : mx;
+  return mx;
+}
+
+// out_r[d0 .. d0 + 8 C) = sum_p prob_r[p] * v[p][...] for p < n_max in
+// KqvTiny's order: lane class p mod 8 per 8 dims, the classes of R rows x C
+// chunks in registers, then KqvTiny's adds. probs: [R][n_max].
+template <int R, int C>
+void RowsKqvTiny(const float* probs, int64_t n_max, size_t off, const attn::KvRows& kv,
+                 float* const* out, int64_t d0) {
+  __m256 classes[R][C][8];
+  for (int l = 0; l < 8; ++l) {
+    __m256 a[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) a[r][c] = _mm256_setzero_ps();
+    }
+    for (int64_t p = l; p < n_max; p += 8) {
+      __m256 v[C];
+      for (int c = 0; c < C; ++c) v[c] = Load8(kv.v[p], true, off + 8 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m256 w = _mm256_set1_ps(probs[r * n_max + p]);
+        for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_ps(v[c], w, a[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) classes[r][c][l] = a[r][c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      const __m256* a = classes[r][c];
+      const __m256 t0 = _mm256_add_ps(a[4], a[0]), t1 = _mm256_add_ps(a[5], a[1]);
+      const __m256 t2 = _mm256_add_ps(a[6], a[2]), t3 = _mm256_add_ps(a[7], a[3]);
+      _mm256_storeu_ps(out[r] + d0 + 8 * c,
+                       _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3)));
+    }
+  }
+}
+
+// R rows (f16 cache, head_dim % 8 == 0): scores: R * max n_kv floats, qr:
+// R * head_dim floats of scratch.
+template <int R>
+void AttendRowsTiny(const float* const* q, const int64_t* n_kv, float* const* out, int64_t g,
+                    const attn::KvRows& kv, float scale, float* scores, float* qr) {
+  const int64_t hd = kv.head_dim;
+  const size_t head_off = static_cast<size_t>(g * hd);
+  int64_t n_max = 0;
+  for (int r = 0; r < R; ++r) n_max = n_kv[r] > n_max ? n_kv[r] : n_max;
+  for (int r = 0; r < R; ++r) {
+    for (int64_t d = 0; d < hd; d += 8) {
+      _mm256_storeu_ps(qr + r * hd + d, RoundF16x8(_mm256_loadu_ps(q[r] + d)));
+    }
+  }
+  RowScoresTiny<R>(qr, n_max, head_off, kv, scale, scores);
+  for (int r = 0; r < R; ++r) {
+    float* s = scores + r * n_max;
+    Softmax(s, n_kv[r], RowMaxTiny(s, n_kv[r]), true);
+    for (int64_t p = n_kv[r]; p < n_max; ++p) s[p] = 0.0f;
+  }
+  // Two rows x 4 chunks of 8 dims of accumulators (of 16 registers).
+  for (int r0 = 0; r0 < R; r0 += 2) {
+    const float* probs = scores + r0 * n_max;
+    for (int64_t d0 = 0; d0 < hd; d0 += 32) {
+      const int64_t chunks = hd - d0 >= 32 ? 4 : (hd - d0) / 8;
+      const size_t off = head_off + static_cast<size_t>(d0);
+      if (R - r0 == 1) {
+        switch (chunks) {
+          case 1:
+            RowsKqvTiny<1, 1>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          case 2:
+            RowsKqvTiny<1, 2>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          case 3:
+            RowsKqvTiny<1, 3>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          default:
+            RowsKqvTiny<1, 4>(probs, n_max, off, kv, out + r0, d0);
+            break;
+        }
+      } else {
+        switch (chunks) {
+          case 1:
+            RowsKqvTiny<2, 1>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          case 2:
+            RowsKqvTiny<2, 2>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          case 3:
+            RowsKqvTiny<2, 3>(probs, n_max, off, kv, out + r0, d0);
+            break;
+          default:
+            RowsKqvTiny<2, 4>(probs, n_max, off, kv, out + r0, d0);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// n rows, 4 at a time for the q.k pass.
+void AttendRowsAvx2(const float* const* q, const int64_t* n_kv, float* const* out, int64_t n,
+                    int64_t g, const attn::KvRows& kv, float scale, float* scores, float* qr) {
+  if (!kv.f16 || kv.head_dim % 8 != 0) {
+    for (int64_t i = 0; i < n; ++i) AttendMulti(q[i], n_kv[i], g, kv, scale, scores, qr, out[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 4) {
+    switch (n - i < 4 ? n - i : 4) {
+      case 1:
+        AttendRowsTiny<1>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      case 2:
+        AttendRowsTiny<2>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      case 3:
+        AttendRowsTiny<3>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+      default:
+        AttendRowsTiny<4>(q + i, n_kv + i, out + i, g, kv, scale, scores, qr);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 namespace attn {
 AttendFn Avx2Attend() { return &AttendMulti; }
+AttendRowsFn Avx2AttendRows() { return &AttendRowsAvx2; }
 AttendFn Avx2AttendOneToken() { return &AttendOneToken; }
 }  // namespace attn
 }  // namespace llm

@@ -54,6 +54,9 @@ using AttendRowsFn = void (*)(const float* const* q, const int64_t* n_kv, float*
 
 // AVX-512, head_dim % 16 == 0: Avx512Attend's results, 4 rows at a time.
 AttendRowsFn Avx512AttendRows();
+// AVX2 + FMA + F16C: Avx2Attend's results (4 rows at a time for an f16
+// cache and head_dim % 8 == 0, one by one otherwise).
+AttendRowsFn Avx2AttendRows();
 
 // Several heads of one query that read the same kv head g (GQA): heads
 // 0 .. n-1 of q [n][head_dim] into out [n][head_dim]; scores: n * n_kv
