@@ -485,6 +485,26 @@ void RowsKqvTiny(const float* probs, int64_t n_max, size_t off, const attn::KvRo
   }
 }
 
+// RowsKqvTiny<R, chunks> for chunks = 1..4 chunks of 8 dims.
+template <int R>
+void RowsKqvTinyChunks(int64_t chunks, const float* probs, int64_t n_max, size_t off,
+                       const attn::KvRows& kv, float* const* out, int64_t d0) {
+  switch (chunks) {
+    case 1:
+      RowsKqvTiny<R, 1>(probs, n_max, off, kv, out, d0);
+      break;
+    case 2:
+      RowsKqvTiny<R, 2>(probs, n_max, off, kv, out, d0);
+      break;
+    case 3:
+      RowsKqvTiny<R, 3>(probs, n_max, off, kv, out, d0);
+      break;
+    default:
+      RowsKqvTiny<R, 4>(probs, n_max, off, kv, out, d0);
+      break;
+  }
+}
+
 // R rows (f16 cache, head_dim % 8 == 0): scores: R * max n_kv floats, qr:
 // R * head_dim floats of scratch.
 template <int R>
@@ -512,35 +532,9 @@ void AttendRowsTiny(const float* const* q, const int64_t* n_kv, float* const* ou
       const int64_t chunks = hd - d0 >= 32 ? 4 : (hd - d0) / 8;
       const size_t off = head_off + static_cast<size_t>(d0);
       if (R - r0 == 1) {
-        switch (chunks) {
-          case 1:
-            RowsKqvTiny<1, 1>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          case 2:
-            RowsKqvTiny<1, 2>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          case 3:
-            RowsKqvTiny<1, 3>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          default:
-            RowsKqvTiny<1, 4>(probs, n_max, off, kv, out + r0, d0);
-            break;
-        }
+        RowsKqvTinyChunks<1>(chunks, probs, n_max, off, kv, out + r0, d0);
       } else {
-        switch (chunks) {
-          case 1:
-            RowsKqvTiny<2, 1>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          case 2:
-            RowsKqvTiny<2, 2>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          case 3:
-            RowsKqvTiny<2, 3>(probs, n_max, off, kv, out + r0, d0);
-            break;
-          default:
-            RowsKqvTiny<2, 4>(probs, n_max, off, kv, out + r0, d0);
-            break;
-        }
+        RowsKqvTinyChunks<2>(chunks, probs, n_max, off, kv, out + r0, d0);
       }
     }
   }
