@@ -151,7 +151,7 @@ void BM_KQuantMatMul(benchmark::State& state, DType t) {
 #define LLM_KQUANT_BENCH(name, type)                              \
   BENCHMARK_CAPTURE(BM_KQuantMatMul, name, type)                  \
       ->ArgsProduct({{8192}, {2048}, {1, 16}, {1}, {0, 1, 2, 3}}) \
-      ->ArgsProduct({{8192}, {2048}, {128}, {1}, {1, 2, 3}})         \
+      ->ArgsProduct({{8192}, {2048}, {128, 256}, {1}, {1, 2, 3}})    \
       ->Args({2048, 8192, 16, 1, 1})                              \
       ->Args({2048, 8192, 16, 1, 2})                              \
       ->UseRealTime()

@@ -14,10 +14,11 @@
 // int16 lanes. Then the order's float steps per (weight row, activation row):
 //   t = float(S1) * d_w;  t = fma(-dmin_w, float(S2), t);  acc = fma(t, d_x, acc).
 //
-// Here the weights are the A operand (16 weight rows x 64 bytes, their
-// natural layout, so unpacking writes each row's bytes in order) and the
-// activations the B operand, rearranged once per product into VNNI tiles by
-// ArrangeKTiles (B row k holds elements 4k .. 4k + 3 of 16 activation rows).
+// Here the weights are the A operand (16 weight rows x 64 bytes, one chunk
+// of a row per tile row, its elements in qmm::AmxKGroupStart order: the order
+// vpacksswb leaves when it packs the int16 w' to bytes) and the activations
+// the B operand, rearranged once per product into VNNI tiles by
+// ArrangeKTiles (B row k holds the same 4 elements of 16 activation rows).
 // C row i is weight row o + i across 16 activation rows, so the f32
 // accumulators hold one weight row each and are written out transposed.
 // Per group of 16 weight rows and chunk of kChunk blocks the weights are
@@ -73,11 +74,15 @@ void LoadTileConfig() {
   _tile_loadconfig(&cfg);
 }
 
-// 32 int16 w' of one half-chunk -> its H and L bytes.
-inline void SplitStore(__m512i w, int8_t* h, int8_t* l) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(h), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 6)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(l),
-                      _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+// The 64 w' of one chunk (lo: elements 0..31, hi: 32..63, as int16) -> its
+// H and L tile rows. vpacksswb / vpackuswb interleave their two sources by
+// 128-bit lane, so the row holds the chunk's elements in qmm::kAmxKOrder
+// (ArrangeKTiles puts the activations in the same order): 2 shuffle uops
+// per 64 bytes, where vpmovwb took 8.
+inline void SplitStore(__m512i lo, __m512i hi, int8_t* h, int8_t* l) {
+  _mm512_store_si512(h, _mm512_packs_epi16(_mm512_srai_epi16(lo, 6), _mm512_srai_epi16(hi, 6)));
+  const __m512i low6 = _mm512_set1_epi16(63);
+  _mm512_store_si512(l, _mm512_packus_epi16(_mm512_and_si512(lo, low6), _mm512_and_si512(hi, low6)));
 }
 
 // Row `row` (0..15) of block `blk` into w (b: this block's Weights offsets).
@@ -87,17 +92,24 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
   int8_t* l = w.l + blk * kChunksPerBlock * kTileBytes + row * 64;
   if constexpr (T == DType::kQ6_K) {
     w.d[blk * kRows + row] = F16ToF32(b.d);
+    // The 16 sub-block scales as int16; lanes 0..15 of the index pick
+    // sub-block s, lanes 16..31 sub-block s + 1.
+    const __m512i scales = _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))));
+    const __m512i pair = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
     for (int hf = 0; hf < 2; ++hf) {
       __m256i v[4];
       HalfCodesQ6K(b, hf, v);
+      __m512i wq[4];
       for (int q = 0; q < 4; ++q) {  // elements 128hf + 32q .. + 31: sub-blocks 8hf + 2q, + 1
-        const int e0 = 128 * hf + 32 * q;
         const __m512i codes = _mm512_sub_epi16(_mm512_cvtepu8_epi16(v[q]), _mm512_set1_epi16(32));
-        const __m512i scale = _mm512_inserti64x4(_mm512_set1_epi16(b.scales[e0 / 16]),
-                                                 _mm256_set1_epi16(b.scales[e0 / 16 + 1]), 1);
-        const int c = e0 / 64, off = e0 % 64;
-        SplitStore(_mm512_mullo_epi16(codes, scale), h + c * kTileBytes + off,
-                   l + c * kTileBytes + off);
+        const __m512i scale = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(pair, _mm512_set1_epi16(static_cast<int16_t>(8 * hf + 2 * q))), scales);
+        wq[q] = _mm512_mullo_epi16(codes, scale);
+      }
+      for (int c = 0; c < 2; ++c) {  // chunk 2hf + c: q = 2c (elements 0..31), 2c + 1
+        SplitStore(wq[2 * c], wq[2 * c + 1], h + (2 * hf + c) * kTileBytes,
+                   l + (2 * hf + c) * kTileBytes);
       }
     }
   } else {
@@ -113,9 +125,8 @@ void UnpackRow(const typename KBlockOf<T>::type& b, int row, const Weights& w, i
       __m256i lo, hi;
       ChunkCodesK45<typename KBlockOf<T>::type, T == DType::kQ5_K>(b, c, &lo, &hi);
       SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(sc[2 * c])),
+                 _mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * c + 1])),
                  h + c * kTileBytes, l + c * kTileBytes);
-      SplitStore(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * c + 1])),
-                 h + c * kTileBytes + 32, l + c * kTileBytes + 32);
     }
   }
 }

@@ -167,10 +167,13 @@ void qmm::ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
     const int64_t t = r / kAmxTileRows, n = r % kAmxTileRows;
     const int8_t* q = acts.kq + r * acts.n_in;
     // B tile (t, chunk c): row k holds elements 64c + 4k .. + 3 of the 16
-    // activation rows, 4 bytes each.
+    // activation rows, 4 bytes each (the AMX kernel: 64c + AmxKGroupStart(k)).
     for (int64_t c = 0; c < n_chunks; ++c) {
       int8_t* tile = kq_tiles->data() + (t * n_chunks + c) * kKTileBytes;
-      for (int k = 0; k < 16; ++k) std::memcpy(tile + k * 64 + 4 * n, q + 64 * c + 4 * k, 4);
+      for (int k = 0; k < 16; ++k) {
+        const int start = biased ? 4 * k : AmxKGroupStart(k);
+        std::memcpy(tile + k * 64 + 4 * n, q + 64 * c + start, 4);
+      }
       if (biased) {  // q + 128 as u8 = q with its sign bit flipped
         for (int k = 0; k < 16; ++k) {
           for (int e = 0; e < 4; ++e) tile[k * 64 + 4 * n + e] ^= static_cast<int8_t>(0x80);

@@ -51,7 +51,8 @@ struct Acts {
   // (ArrangeKTiles), zero past n_rows:
   //   kq_tiles    [n_tiles][n_in / 64][16 k][16 rows][4] int8: VNNI B tiles,
   //               row k of tile (t, c) = elements 64c + 4k .. + 3 of rows 16t ..
-  //               (for the VNNI kernel biased: the bytes q + 128 as u8)
+  //               (for the VNNI kernel biased: the bytes q + 128 as u8; for
+  //               AMX elements 64c + AmxKGroupStart(k) .. + 3)
   //   kd_tiles    [n_tiles][n_kblocks][16] f32: kd
   //   kbsum_tiles [n_tiles][n_kblocks][4][16] int32: the sums of the
   //               32-element sub-blocks 2k, 2k + 1 as an int16 pair
@@ -129,6 +130,15 @@ constexpr int64_t kAmxScratchPerRow = 16;
 // batch_invariant); it reads Acts::kq_tiles / kd_tiles / kbsum_tiles. Its
 // scratch: kAmxKScratchFloats plus kAmxScratchPerRow per padded row.
 constexpr int64_t kAmxKChunkBlocks = 2;
+// The order of a 64-element chunk in the K-quant AMX kernel's tile rows, the
+// weights' (A) and the activations' (B) alike: the 4 bytes of group k
+// (k = 0..15) are elements AmxKGroupStart(k) .. + 3. It is vpacksswb's
+// interleave of elements 0..31 and 32..63 by 128-bit lane, which lets the
+// kernel pack its int16 weights to bytes without a lane fix-up; the sum over
+// the chunk does not depend on the order.
+constexpr int AmxKGroupStart(int k) {
+  return 8 * (k / 4) + (k % 4 < 2 ? 4 * (k % 4) : 32 + 4 * (k % 4 - 2));
+}
 constexpr int64_t kAmxKScratchFloats =
     16 + kAmxKChunkBlocks * 2 * 4 * 256 + 2 * 2 * 256 + kAmxKChunkBlocks * 16 * 6;
 
@@ -151,7 +161,8 @@ constexpr int64_t kAvx2KScratchFloats = 16 + kAvx2KChunkBlocks * 16 * (64 + 16 +
 void ArrangeTiles(Acts& acts, std::vector<int8_t>* q_tiles, std::vector<float>* d_tiles);
 
 // The same for the Q8_K activations (Acts::kq_tiles ...); biased: q + 128
-// (the VNNI kernel's u8 operand) instead of q (AMX's).
+// in element order (the VNNI kernel's u8 operand), else q in AmxKGroupStart
+// order (AMX's).
 void ArrangeKTiles(Acts& acts, bool biased, std::vector<int8_t>* kq_tiles,
                    std::vector<float>* kd_tiles, std::vector<int32_t>* kbsum_tiles);
 
