@@ -305,6 +305,15 @@ BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_0, DType::kQ4_0)
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
     ->ArgsProduct({{8192}, {2048}, {1}, {1, 2}, {0, 1}})
     ->UseRealTime();
+// SmolLM2's ffn_up (1536 x 576) in Q4_1 and Q5_0 (its Q4_K_M files' most
+// common type), the rows16 vec_dot kernel on 16 sessions' rows and a
+// 256-row prefill chunk.
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
+    ->ArgsProduct({{1536}, {576}, {16, 256}, {1}, {1}})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q5_0, DType::kQ5_0)
+    ->ArgsProduct({{1536}, {576}, {16, 256}, {1}, {1}})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
     ->ArgsProduct({{8192, 49152}, {2048}, {1}, {1, 2}, {0, 1}})
     ->UseRealTime();

@@ -90,8 +90,8 @@ void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 
 // The rows16 vec_dot-order kernels' scratch (quant_matmul_packed_avx512.cpp,
 // quant_matmul_packed_avx2.cpp): 16 floats of alignment and 9 vectors of 16
-// f32 per activation row (its accumulators between chunks of blocks); the
-// AVX2 kernel's batches first hold a chunk's unpacked operands
+// f32 per activation row (its accumulators between chunks of blocks); both
+// kernels' batches first hold a chunk's unpacked operands
 // (kAvx2PackedOpsFloats).
 constexpr int64_t kPackedScratchPerRow = 9 * 16;
 constexpr int64_t kAvx2PackedChunkBlocks = 32;
