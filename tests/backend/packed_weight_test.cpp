@@ -191,7 +191,7 @@ TEST(PackedWeightTest, KernelMatchesAvx2BitForBitAndFloat64Reference) {
             if (block_order) {
               qmm::SetBlockBias(t, &acts, &biases);
             } else {
-              qmm::SetBias(t, &acts, &biases);
+              qmm::SetBias(t, avx512 ? qmm::kFloatSumStart : 0, &acts, &biases);
             }
             const rows16::PackedBuffer p =
                 rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);

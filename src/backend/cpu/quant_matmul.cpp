@@ -93,7 +93,7 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   return std::max({n_in, packed, amx});
 }
 
-void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
+void qmm::SetBias(DType t, int32_t start, Acts* acts, BiasBuffers* buffers) {
   if (t != DType::kQ5_0) {
     acts->bias = nullptr;
     return;
@@ -104,7 +104,7 @@ void qmm::SetBias(DType t, Acts* acts, BiasBuffers* buffers) {
     bias.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       const int8_t* q = acts->q + 4 * i;
-      bias[static_cast<size_t>(i)] = -16 * (q[0] + q[1] + q[2] + q[3]);
+      bias[static_cast<size_t>(i)] = start - 16 * (q[0] + q[1] + q[2] + q[3]);
     }
   }
   acts->bias = bias.data();
@@ -389,7 +389,8 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       // weights there).
       qmm::SetBlockBias(outputs[i].wtype, &t.acts, &biases);
     } else if (packed != nullptr && batch_kernel == nullptr) {
-      qmm::SetBias(outputs[i].wtype, &t.acts, &biases);  // the rows16 vec_dot kernel
+      // The rows16 vec_dot kernel.
+      qmm::SetBias(outputs[i].wtype, avx512 ? qmm::kFloatSumStart : 0, &t.acts, &biases);
     }
     t.first_task = n_tasks;
     tasks.push_back(t);

@@ -32,9 +32,10 @@ struct Acts {
   int64_t n_blocks = 0;
   // The rows16 vec_dot kernel's integer-sum starts for Q5_0 (null for the
   // other kernels, see SetBias):
-  //   bias [n_rows][n_in / 4]  i32: -16 * (q[4i] + ... + q[4i + 3]), so
-  //        that the kernel can take the unsigned 5-bit values and still get
-  //        sum(w * q) per 4 elements exactly.
+  //   bias [n_rows][n_in / 4]  i32: start - 16 * (q[4i] + ... + q[4i + 3]),
+  //        so that the kernel can take the unsigned 5-bit values and still
+  //        get sum(w * q) per 4 elements exactly (start: 0 for the AVX2
+  //        kernel, kFloatSumStart for the AVX-512 one).
   const int32_t* bias = nullptr;
   // The per-block-order VNNI kernel's integer-sum starts for Q4_0 and Q8_0
   // (Avx512BlockOrderKernel; null otherwise, see SetBlockBias):
@@ -81,10 +82,19 @@ struct BiasBuffers {
   std::vector<int32_t> block_bias8, block_bias128;
 };
 
+// An int32 sum that starts at kFloatSumStart (the bits of the float
+// 1.5 * 2^23) ends, for |sum| < 2^22, as the bits of the float
+// 12582912 + sum exactly, so one subtraction of kFloatSumOffset gives
+// float(sum), exactly as vcvtdq2ps would. The AVX-512 rows16 kernel does
+// that: on Intel cores vcvtdq2ps zmm shares port 0 with vpdpbusd, while a
+// float subtraction may run on port 0 or 5.
+inline constexpr int32_t kFloatSumStart = 0x4B400000;
+inline constexpr float kFloatSumOffset = 12582912.0f;
+
 // Points acts->bias at weight type t's bias (Q5_0; built into buffers on
-// first use; null for the other types). acts' q must be set, and buffers
-// used with these activations only.
-void SetBias(DType t, Acts* acts, BiasBuffers* buffers);
+// first use with the given start; null for the other types). acts' q must be
+// set, and buffers used with these activations and one start only.
+void SetBias(DType t, int32_t start, Acts* acts, BiasBuffers* buffers);
 // The same for acts->block_bias (Q4_0 and Q8_0; null for the other types).
 void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 

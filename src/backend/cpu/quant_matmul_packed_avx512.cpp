@@ -118,10 +118,12 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
       for (int k = 0; k < kLaneGroups; ++k) {
         int32_t x4;
         __builtin_memcpy(&x4, xq + 4 * k, 4);
-        const __m512i start =
-            T == DType::kQ4_1 ? _mm512_setzero_si512() : _mm512_set1_epi32(bias[k]);
+        const __m512i start = T == DType::kQ4_1 ? _mm512_set1_epi32(qmm::kFloatSumStart)
+                                                : _mm512_set1_epi32(bias[k]);
         const __m512i isum = _mm512_dpbusd_epi32(start, w[k], _mm512_set1_epi32(x4));
-        acc[r][k] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum), acc[r][k]);
+        const __m512 fsum =
+            _mm512_sub_ps(_mm512_castsi512_ps(isum), _mm512_set1_ps(qmm::kFloatSumOffset));
+        acc[r][k] = _mm512_fmadd_ps(scale, fsum, acc[r][k]);
       }
     }
   }
