@@ -256,6 +256,35 @@ void BM_QuantizeQ8K(benchmark::State& state) {
 }
 BENCHMARK(BM_QuantizeQ8K)->ArgsProduct({{2048, 8192}, {0, 1, 2}})->UseRealTime();
 
+// The Q8_0 / Q8_1 activation quantizer (32-blocks) alone, per level; args as
+// BM_QuantizeQ8K (576: SmolLM2's rows, 16 + 2 blocks).
+void BM_QuantizeQ8(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int level = static_cast<int>(state.range(1));
+  if (level > static_cast<int>(DetectSimdLevel())) {
+    state.SkipWithError("SIMD level not available on this CPU");
+    return;
+  }
+  std::vector<float> x(n);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& f : x) f = u(rng);
+  std::vector<int8_t> q(n);
+  std::vector<float> ds(2 * n / 32);
+  for (auto _ : state) {
+    if (level == 2) {
+      qmm::QuantizeRowQ8Avx512(x.data(), n, q.data(), ds.data());
+    } else if (level == 1) {
+      qmm::QuantizeRowQ8Avx2(x.data(), n, q.data(), ds.data());
+    } else {
+      qmm::QuantizeRowQ8Scalar(x.data(), n, q.data(), ds.data());
+    }
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+BENCHMARK(BM_QuantizeQ8)->ArgsProduct({{576, 2048}, {0, 1, 2}})->UseRealTime();
+
 // BM_QuantMatMul with the weights repacked as the CPU backend does at load
 // on AVX-512 machines (backend/cpu/packed_weight.h; the same bits). Arg 4:
 // 1 = use the packed copy, 0 = the GGUF rows (the same run's baseline).

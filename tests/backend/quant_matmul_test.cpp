@@ -308,8 +308,10 @@ TEST(QuantMatMulTest, SimdActivationQuantizersMatchScalarBitForBit) {
   if (DetectSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(FreshSeed());
   std::vector<std::vector<float>> rows;
+  // 37 blocks: two 16-block groups (the AVX-512 quantizer's vector path) and
+  // a 5-block tail.
   for (float scale : {1e-30f, 1e-6f, 1.0f, 37.5f, 1e6f, 3e38f}) {
-    rows.push_back(RandomVector(rng, 32 * 7));
+    rows.push_back(RandomVector(rng, 32 * 37));
     for (float& v : rows.back()) v *= scale;
   }
   // Ties: amax = 127 -> id = 1, so x * id = x exactly; halves round to even.
@@ -318,6 +320,9 @@ TEST(QuantMatMulTest, SimdActivationQuantizersMatchScalarBitForBit) {
   ties[0] = 127.0f;
   ties[32] = -127.0f;
   rows.push_back(ties);
+  std::vector<float> ties16;  // the same blocks 8 times: one 16-block group
+  for (int k = 0; k < 8; ++k) ties16.insert(ties16.end(), ties.begin(), ties.end());
+  rows.push_back(ties16);
   std::vector<float> special(32 * 4, 0.0f);
   special[5] = -0.0f;  // block 0: zeros and -0
   for (int j = 32; j < 64; ++j) special[j] = 0.25f * static_cast<float>(j);
@@ -326,6 +331,15 @@ TEST(QuantMatMulTest, SimdActivationQuantizersMatchScalarBitForBit) {
   special[70] = NAN;                                                           // block 2: NaN
   for (int j = 96; j < 128; ++j) special[j] = -1e-3f * static_cast<float>(j);  // block 3
   rows.push_back(special);
+  // The special blocks inside a 16-block group (which then goes block by
+  // block), after a group with a zero block and a -0.
+  std::vector<float> grouped = RandomVector(rng, 32 * 16);
+  std::fill(grouped.begin() + 64, grouped.begin() + 96, 0.0f);
+  grouped[100] = -0.0f;
+  grouped.insert(grouped.end(), special.begin(), special.end());
+  const std::vector<float> tail = RandomVector(rng, 32 * 12);
+  grouped.insert(grouped.end(), tail.begin(), tail.end());
+  rows.push_back(grouped);
   for (const std::vector<float>& x : rows) {
     const int64_t n = static_cast<int64_t>(x.size());
     std::vector<int8_t> q_s(n), q_v(n);

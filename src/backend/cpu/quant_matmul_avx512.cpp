@@ -122,35 +122,122 @@ Kernel Avx512Kernel(DType t) {
 // NEAREST is round-half-to-even like nearbyint in the default mode, the clamp
 // and the integer sum are exact, and the f16 roundings use the hardware
 // conversion (RNE), as F32ToF16 does.
-void QuantizeRowQ8Avx512(const float* x, int64_t n, int8_t* q, float* ds) {
+namespace {
+
+constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+// One 32-block: its q bytes and (f16-rounded d, d * sum) pair.
+void QuantizeBlock(const float* xb, int8_t* qb, float* dsb) {
   const __m512 sign_mask = _mm512_set1_ps(-0.0f);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  for (int64_t b = 0; b < n / kActBlock; ++b) {
-    const float* xb = x + b * kActBlock;
-    int8_t* qb = q + b * kActBlock;
-    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-    // QNaN | +Inf | -Inf | SNaN
-    if ((_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
-      ds[2 * b] = ds[2 * b + 1] = __builtin_nanf("");
-      continue;
-    }
-    const float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_andnot_ps(sign_mask, v0), _mm512_andnot_ps(sign_mask, v1)));
-    const float db = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    const __m512 vid = _mm512_set1_ps(id);
-    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+  // QNaN | +Inf | -Inf | SNaN
+  if ((_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+    dsb[0] = dsb[1] = __builtin_nanf("");
+    return;
+  }
+  const float amax = _mm512_reduce_max_ps(
+      _mm512_max_ps(_mm512_andnot_ps(sign_mask, v0), _mm512_andnot_ps(sign_mask, v1)));
+  const float db = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const __m512 vid = _mm512_set1_ps(id);
+  __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, vid), kNearest));
+  __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, vid), kNearest));
+  i0 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i0));
+  i1 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(i0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(i1));
+  const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+  dsb[0] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
+  dsb[1] = _cvtsh_ss(_cvtss_sh(db * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
+}
+
+// v[0..15] -> lane j = op over the 16 lanes of v[j], for an op whose result
+// does not depend on the order (max, integer add): 15 ops for 16
+// reductions instead of 64, each step combining two registers' partials.
+template <typename Op>
+__m512 Reduce16(const __m512* v, Op op) {
+  __m512 t[8], u[4], w[2];
+  for (int k = 0; k < 8; ++k) {  // t[k]: [v[2k] lo (op) hi | v[2k+1] lo (op) hi]
+    t[k] = op(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int m = 0; m < 4; ++m) {  // u[m], 128-bit group c: v[4m + c]'s 4 partials
+    u[m] = op(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int n = 0; n < 2; ++n) {  // w[n], group c: lanes 0-1 v[8n + c], 2-3 v[8n + 4 + c]
+    w[n] = op(_mm512_shuffle_ps(u[2 * n], u[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_ps(u[2 * n], u[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // group c, lane j: v[4j + c]; permuted to lane 4j + c
+  const __m512 r = op(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                      _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(order, r);
+}
+
+// 16 blocks as QuantizeBlock would, with the per-block maxima, scales and
+// sums as vectors (one division each for 16 blocks, not two per block);
+// false, with nothing written, if a block holds Inf or NaN.
+bool Quantize16Blocks(const float* x, int8_t* q, float* ds) {
+  const __m512 sign_mask = _mm512_set1_ps(-0.0f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  __m512 m[16];
+  __mmask16 special = 0;
+  for (int j = 0; j < 16; ++j) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
+    special |= _mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99);
+    m[j] = _mm512_max_ps(_mm512_andnot_ps(sign_mask, v0), _mm512_andnot_ps(sign_mask, v1));
+  }
+  if (special != 0) return false;
+  const __m512 amax = Reduce16(m, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); });
+  const __m512 db = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+  alignas(64) float ids[16];
+  _mm512_store_ps(ids, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(127.0f), amax));
+  __m512 sums[16];
+  for (int j = 0; j < 16; ++j) {
+    const __m512 vid = _mm512_set1_ps(ids[j]);
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
     __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, vid), kNearest));
     __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, vid), kNearest));
     i0 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i0));
     i1 = _mm512_min_epi32(hi, _mm512_max_epi32(lo, i1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(i0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(i1));
-    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
-    ds[2 * b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
-    ds[2 * b + 1] = _cvtsh_ss(_cvtss_sh(db * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16), _mm512_cvtepi32_epi8(i1));
+    sums[j] = _mm512_castsi512_ps(_mm512_add_epi32(i0, i1));
   }
+  const __m512i sum = _mm512_castps_si512(Reduce16(sums, [](__m512 a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+  }));
+  alignas(64) float d[16], s[16];
+  _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtps_ph(db, kNearest)));
+  _mm512_store_ps(
+      s, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(db, _mm512_cvtepi32_ps(sum)), kNearest)));
+  for (int j = 0; j < 16; ++j) {
+    ds[2 * j] = d[j];
+    ds[2 * j + 1] = s[j];
+  }
+  return true;
+}
+
+}  // namespace
+
+// 16 blocks at a time where no block holds Inf or NaN (~2x faster than
+// block by block, whose two scalar divisions and horizontal reductions per
+// block were ~4 % of a SmolLM2 prefill), the rest block by block.
+void QuantizeRowQ8Avx512(const float* x, int64_t n, int8_t* q, float* ds) {
+  const int64_t nb = n / kActBlock;
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    if (Quantize16Blocks(x + b * kActBlock, q + b * kActBlock, ds + 2 * b)) continue;
+    for (int64_t j = b; j < b + 16; ++j) {
+      QuantizeBlock(x + j * kActBlock, q + j * kActBlock, ds + 2 * j);
+    }
+  }
+  for (; b < nb; ++b) QuantizeBlock(x + b * kActBlock, q + b * kActBlock, ds + 2 * b);
 }
 }  // namespace qmm
 }  // namespace llm
