@@ -45,6 +45,7 @@ struct Options {
   int n_ctx = 0;
   int n_threads = 0;
   int repeats = 3;
+  bool warmup = true;  // bench: one untimed prefill and decode step first
   int n_prompt_bench = 128;
   bool n_predict_set = false;           // -n given (bench --sessions defaults to 64)
   std::vector<int> bench_sessions;      // bench --sessions: session counts, one row each
@@ -84,6 +85,8 @@ void Usage(FILE* out = stderr) {
                "  --date TEXT           chat template: Llama 3.1/3.2's date_string\n"
                "                        (default: the template's \"26 Jul 2024\")\n"
                "  -q, --quiet           no statistics on stderr\n"
+               "  -r, --repeats R       bench: timed repeats, the median printed (default 3)\n"
+               "  --no-warmup           bench: no untimed prefill and decode step before them\n"
                "  --sessions LIST       bench: comma-separated session counts (e.g. 1,4,16)\n"
                "  --bandwidth-gbs X     bench --sessions: memory read bandwidth for the N=1\n"
                "                        roofline (default: measured, ~1 s)\n");
@@ -131,6 +134,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "-c" || a == "--ctx") o->n_ctx = std::atoi(next("--ctx"));
     else if (a == "-t" || a == "--threads") o->n_threads = std::atoi(next("--threads"));
     else if (a == "-r" || a == "--repeats") o->repeats = std::atoi(next("--repeats"));
+    else if (a == "--no-warmup") o->warmup = false;
     else if (a == "--temp") o->session.sampler.temperature = std::strtof(next("--temp"), nullptr);
     else if (a == "--top-k") o->session.sampler.top_k = std::atoi(next("--top-k"));
     else if (a == "--top-p") o->session.sampler.top_p = std::strtof(next("--top-p"), nullptr);
@@ -717,18 +721,38 @@ int Bench(Options& o) {
   o.session.sampler.temperature = 0;
   if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
   std::vector<double> prefill_tps, decode_tps;
-  for (int rep = 0; rep < o.repeats; ++rep) {
-    llm_session* session = nullptr;
-    llm_status s = llm_session_create(model, &o.session, &session);
-    if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
-    // Repeat 0 uses the ids tools/bench_peer.py uses; later repeats shift
-    // them, since libllm 0.2 would reuse a repeated prompt's KV blocks from
-    // its prefix cache and skip most of the prefill being measured.
+  // Repeat 0 uses the ids tools/bench_peer.py uses; later repeats shift
+  // them, since libllm 0.2 would reuse a repeated prompt's KV blocks from
+  // its prefix cache and skip most of the prefill being measured.
+  auto prompt_of = [&](int rep) {
     std::vector<llm_token> prompt(o.n_prompt_bench);
     for (int i = 0; i < o.n_prompt_bench; ++i) {
       prompt[i] = static_cast<llm_token>((static_cast<int64_t>(i) * 7919 + 13 + static_cast<int64_t>(rep) * 104729) %
                                          info.n_vocab);
     }
+    return prompt;
+  };
+  if (o.warmup) {
+    // Untimed, as llama-bench's warmup run: one prefill and one decode step
+    // (a prompt no repeat uses), so that the timed repeats find the KV
+    // blocks' pages and the kernels' buffers already mapped.
+    llm_session* session = nullptr;
+    llm_status s = llm_session_create(model, &o.session, &session);
+    if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+    const std::vector<llm_token> prompt = prompt_of(o.repeats);
+    llm_token t;
+    if ((s = llm_session_prefill(session, prompt.data(), prompt.size())) != LLM_OK ||
+        (s = llm_session_decode(session, &t)) != LLM_OK) {
+      llm_session_free(session);
+      return llm_model_free(model), Fail("warming up", s);
+    }
+    llm_session_free(session);
+  }
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    llm_session* session = nullptr;
+    llm_status s = llm_session_create(model, &o.session, &session);
+    if (s != LLM_OK) return llm_model_free(model), Fail("creating the session", s);
+    const std::vector<llm_token> prompt = prompt_of(rep);
     auto t0 = Clock::now();
     s = llm_session_prefill(session, prompt.data(), prompt.size());
     auto t1 = Clock::now();
