@@ -368,6 +368,7 @@ BENCHMARK(BM_MatMulF32)
     ->Args({128, 1536, 576, 1})
     ->Args({64, 576, 576, 2})
     ->Args({128, 1536, 576, 2})
+    ->Args({256, 8192, 2048, 2})  // 1B ffn_up, one 256-row prefill chunk
     ->UseRealTime();
 
 // Args: m, n, k, threads. bf16 weights (a is rounded to bf16 inside).
@@ -384,7 +385,11 @@ void BM_MatMulBF16(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(
       2.0 * m * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MatMulBF16)->Args({64, 1536, 576, 1})->Args({128, 1536, 576, 1})->UseRealTime();
+BENCHMARK(BM_MatMulBF16)
+    ->Args({64, 1536, 576, 1})
+    ->Args({128, 1536, 576, 1})
+    ->Args({256, 8192, 2048, 2})
+    ->UseRealTime();
 
 // Decode attention of one token over n_kv cached positions (SmolLM2 heads:
 // 9 query heads, 3 kv heads, head_dim 64). Args: n_kv, f16 KV (0/1), block

@@ -166,6 +166,53 @@ TEST(OpsTest, F32ToF16RowMatchesScalarConversion) {
   }
 }
 
+// F32ToBF16Row / F16ToBF16Row (the opt-in bf16 prefill's roundings) give
+// F32ToBF16's bits at every level: random values over the whole f32 range,
+// rounding ties with an even and an odd bf16 lsb, values that round up to
+// inf, +-0, +-inf, subnormals, an odd tail; every f16 bit pattern; a NaN stays
+// a NaN.
+TEST(OpsTest, ToBF16RowsMatchScalarConversion) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::vector<uint32_t> bits;
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 2001; ++i) bits.push_back(any(rng));
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu,
+                     0x7f7fffffu, 0xff7f8000u, 0x7f800000u, 0xff800000u, 0x00000001u,
+                     0x807fffffu, 0x7fc00000u, 0xff800001u, 0x7f800001u}) {
+    bits.push_back(b);
+  }
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * sizeof(float));
+  std::vector<uint16_t> h(65536 + 7);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<uint16_t> got(x.size());
+    F32ToBF16Row(x.data(), static_cast<int64_t>(x.size()), got.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) {
+        ASSERT_TRUE(std::isnan(BF16ToF32(got[i]))) << "bits=" << bits[i];
+      } else {
+        ASSERT_EQ(got[i], F32ToBF16(x[i])) << "bits=" << bits[i];
+      }
+    }
+    std::vector<uint16_t> from_half(h.size());
+    F16ToBF16Row(h.data(), static_cast<int64_t>(h.size()), from_half.data());
+    for (size_t i = 0; i < h.size(); ++i) {
+      const float f = F16ToF32(h[i]);
+      if (std::isnan(f)) {
+        ASSERT_TRUE(std::isnan(BF16ToF32(from_half[i]))) << "f16 bits=" << h[i];
+      } else {
+        ASSERT_EQ(from_half[i], F32ToBF16(f)) << "f16 bits=" << h[i];
+      }
+    }
+  }
+}
+
 // F16ToF32Row / BF16ToF32Row (F16 / BF16 weights dequantized for prefill)
 // give F16ToF32's / BF16ToF32's values at every level for all 65536 bit
 // patterns, starting at an odd offset so that a 16-wide body and a 15-element

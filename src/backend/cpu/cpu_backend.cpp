@@ -48,6 +48,11 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   linear_.pool = pool_.get();
   linear_.n_threads = n_threads_;
   linear_.batch_invariant = deterministic_;
+  // Opt-in only, read per backend (per model): it moves the logits of F32 /
+  // F16 / BF16 models (linear.h). A deterministic model keeps QuantMatMul.
+  const char* bf16 = std::getenv("LLM_CPU_PREFILL_BF16");
+  linear_.prefill_bf16 = bf16 != nullptr && std::strcmp(bf16, "1") == 0 && !deterministic_ &&
+                         ActiveSimdLevel() == SimdLevel::kAvx512 && CpuHasAvx512Bf16();
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -56,7 +61,8 @@ std::string CpuBackend::Describe() const {
   // Plain std::string operations: an allocation failure here must unwind
   // (absl's formatting, a prebuilt library, cannot be unwound through).
   return std::string("CPU kernels: ") + SimdLevelName(ActiveSimdLevel()) + ", " +
-         std::to_string(n_threads_) + " threads";
+         std::to_string(n_threads_) + " threads" +
+         (linear_.prefill_bf16 ? ", bf16 prefill (LLM_CPU_PREFILL_BF16)" : "");
 }
 
 // ---- weights and memory ---------------------------------------------------

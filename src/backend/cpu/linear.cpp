@@ -1,9 +1,11 @@
 #include "backend/cpu/linear.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/dequantize.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/quant_matmul.h"
 #include "core/status.h"
 #include "backend/cpu/thread_pool.h"
@@ -15,6 +17,41 @@ namespace {
 bool UsesQuantMatMul(const Weight& w, int64_t n_rows, const LinearContext& ctx) {
   return n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type) ||
          QuantMatMulBatchesPlainType(w.type);
+}
+
+// The opt-in bf16 GEMM (LinearContext::prefill_bf16) for an F32 / F16 / BF16
+// weight: its rows rounded to bf16 into scratch (dense BF16 rows are used in
+// place), the activations rounded by MatMulBF16.
+absl::Status LinearBf16(const Weight& w, const float* x, int64_t n_rows, float* y,
+                        LinearContext& ctx) {
+  const uint16_t* w16 = reinterpret_cast<const uint16_t*>(w.data);
+  const bool dense_bf16 =
+      w.type == DType::kBF16 && w.row_bytes == static_cast<size_t>(w.n_in) * sizeof(uint16_t);
+  if (!dense_bf16) {
+    const size_t n = static_cast<size_t>(w.n_out * w.n_in);
+    if (ctx.bf16_weights.size() < n) ctx.bf16_weights.resize(n);
+    uint16_t* dst = ctx.bf16_weights.data();
+    auto round_rows = [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const uint8_t* row = w.data + o * w.row_bytes;
+        uint16_t* out = dst + o * w.n_in;
+        if (w.type == DType::kF32) {
+          F32ToBF16Row(reinterpret_cast<const float*>(row), w.n_in, out);
+        } else if (w.type == DType::kF16) {
+          F16ToBF16Row(reinterpret_cast<const uint16_t*>(row), w.n_in, out);
+        } else {
+          std::memcpy(out, row, static_cast<size_t>(w.n_in) * sizeof(uint16_t));
+        }
+      }
+    };
+    if (ctx.pool != nullptr) {
+      ctx.pool->ParallelFor(w.n_out, round_rows);
+    } else {
+      round_rows(0, w.n_out);
+    }
+    w16 = dst;
+  }
+  return MatMulBF16(x, w16, y, n_rows, w.n_out, w.n_in, ctx.n_threads);
 }
 
 }  // namespace
@@ -66,6 +103,10 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
     out.y_stride = static_cast<size_t>(w.n_out);
     return QuantMatMulShared(&out, 1, w.n_in, x, static_cast<size_t>(w.n_in), n_rows, ctx.pool,
                              ctx.batch_invariant);
+  }
+  if (ctx.prefill_bf16 &&
+      (w.type == DType::kF32 || w.type == DType::kF16 || w.type == DType::kBF16)) {
+    return LinearBf16(w, x, n_rows, y, ctx);
   }
   const float* w_f32 = reinterpret_cast<const float*>(w.data);
   // oneDNN wants dense f32 rows: other types, and f32 rows with padding

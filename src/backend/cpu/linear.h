@@ -9,7 +9,8 @@
 //    rows; the K-quants and IQ4_XS: fewer than 8 vs 8+ rows, its tiled
 //    matmul), which libllm follows unless LinearContext::batch_invariant.
 //  - F32 / F16 / BF16, more rows (prefill chunks): the weight is converted into
-//    f32 scratch and multiplied with oneDNN (backend/cpu/matmul.h) -- unless
+//    f32 scratch (bf16 with LinearContext::prefill_bf16) and multiplied with
+//    oneDNN (backend/cpu/matmul.h) -- unless
 //    LinearContext::batch_invariant asks for QuantMatMul at every row count,
 //    or QuantMatMul has a faster batch kernel with the one-row bits for the
 //    type at this SIMD level (QuantMatMulBatchesPlainType: AVX2).
@@ -41,6 +42,14 @@ struct LinearContext {
   // gives the same bits), at the cost of oneDNN's GEMM speed on large
   // prefill chunks of F16 / BF16 / F32 / K-quant weights.
   bool batch_invariant = false;
+  // Opt-in (LLM_CPU_PREFILL_BF16=1, CpuBackend): the F32 / F16 / BF16 products
+  // that would go to oneDNN in f32 run in bf16 instead -- weights and
+  // activations rounded to bf16 (BF16 weights as they are), f32
+  // accumulation, on AMX or AVX512_BF16 -- ~3.5x the f32 GEMM's speed on an
+  // AMX host, at the cost of moving the logits (docs/CPU_KERNELS.md,
+  // "Opt-in bf16 prefill"). Never set without CpuHasAvx512Bf16().
+  bool prefill_bf16 = false;
+  std::vector<uint16_t> bf16_weights;  // scratch: [n_out][n_in] bf16 for that path
 };
 
 // x: [n_rows][w.n_in] f32, y: [n_rows][w.n_out] f32 (both densely packed).

@@ -11,6 +11,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "backend/cpu/ops.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace llm {
@@ -146,7 +147,7 @@ absl::Status MatMulBF16(const float* a, const uint16_t* w, float* c, int64_t m, 
   } catch (const std::bad_alloc&) {
     return Error(LLM_ERR_OUT_OF_MEMORY, "MatMulBF16: out of memory");
   }
-  for (int64_t i = 0; i < m * k; ++i) a16[static_cast<size_t>(i)] = F32ToBF16(a[i]);
+  F32ToBF16Row(a, m * k, a16.data());
   return Run("MatMulBF16", a16.data(), w, c, m, n, k, n_threads, /*bf16=*/true);
 }
 

@@ -137,6 +137,18 @@ void F16ToF32Row(const uint16_t* h, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = F16ToF32(h[i]);
 }
 
+void F32ToBF16Row(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F32ToBF16RowAvx512(x, n, out);
+  for (; i < n; ++i) out[i] = F32ToBF16(x[i]);
+}
+
+void F16ToBF16Row(const uint16_t* h, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) i = ops_kernels::F16ToBF16RowAvx512(h, n, out);
+  for (; i < n; ++i) out[i] = F32ToBF16(F16ToF32(h[i]));
+}
+
 void BF16ToF32Row(const uint16_t* h, int64_t n, float* out) {
   int64_t i = 0;
   const SimdLevel level = ActiveSimdLevel();

@@ -54,6 +54,11 @@ void F32ToF16Row(const float* x, int64_t n, uint16_t* out);
 void F16ToF32Row(const uint16_t* h, int64_t n, float* out);
 void BF16ToF32Row(const uint16_t* h, int64_t n, float* out);
 
+// out[i] = bf16(x[i]) / bf16(f32(h[i])), round to nearest even (core/half.h's
+// F32ToBF16; a NaN stays a NaN). Vectorized on AVX-512.
+void F32ToBF16Row(const float* x, int64_t n, uint16_t* out);
+void F16ToBF16Row(const uint16_t* h, int64_t n, uint16_t* out);
+
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), in f32 with
 // ggml-cpu's exp (its ggml_v_expf polynomial on AVX-512, expf elsewhere), so
 // the results match llama.cpp's bit for bit. out may alias gate or up.

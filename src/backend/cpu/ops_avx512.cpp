@@ -105,6 +105,39 @@ int64_t BF16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out) {
   return i;
 }
 
+namespace {
+
+// 16 floats -> their bf16 bits, as F32ToBF16: + 0x7fff + lsb, then the top
+// half; a NaN keeps its top half with the quiet bit set.
+inline __m256i RoundToBF16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+}  // namespace
+
+int64_t F32ToBF16RowAvx512(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), RoundToBF16(_mm512_loadu_ps(x + i)));
+  }
+  return i;
+}
+
+int64_t F16ToBF16RowAvx512(const uint16_t* h, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), RoundToBF16(v));
+  }
+  return i;
+}
+
 }  // namespace ops_kernels
 }  // namespace llm
 

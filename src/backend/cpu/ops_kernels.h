@@ -34,6 +34,12 @@ int64_t F32ToF16RowAvx512(const float* x, int64_t n, uint16_t* out);
 int64_t F16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
 int64_t BF16ToF32RowAvx512(const uint16_t* h, int64_t n, float* out);
 
+// F32ToBF16Row / F16ToBF16Row for the first n - n % 16 elements (integer
+// round to nearest even on the f32 bits, NaN quieted, as F32ToBF16: no
+// AVX512_BF16 instruction needed); return that count.
+int64_t F32ToBF16RowAvx512(const float* x, int64_t n, uint16_t* out);
+int64_t F16ToBF16RowAvx512(const uint16_t* h, int64_t n, uint16_t* out);
+
 // The same three conversions on AVX2 + F16C, 8 elements at a time
 // (convert_avx2.cpp): for the first n - n % 8 elements; return that count.
 int64_t F32ToF16RowAvx2(const float* x, int64_t n, uint16_t* out);
