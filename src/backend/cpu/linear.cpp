@@ -19,6 +19,17 @@ bool UsesQuantMatMul(const Weight& w, int64_t n_rows, const LinearContext& ctx) 
          QuantMatMulBatchesPlainType(w.type);
 }
 
+// fn(begin, end) over [0, n), split across the n_threads OpenMP threads that
+// the oneDNN GEMM after it runs on: with the pool's threads instead, the two
+// teams took turns spinning for the same cores (1B F16 pp512 with bf16
+// prefill 274 -> 332 tokens/s).
+template <typename Fn>
+void ForRowsOnGemmThreads(int64_t n, int n_threads, const Fn& fn) {
+  const int teams = std::max(1, n_threads);
+#pragma omp parallel for num_threads(teams) schedule(static)
+  for (int t = 0; t < teams; ++t) fn(n * t / teams, n * (t + 1) / teams);
+}
+
 // The opt-in bf16 GEMM (LinearContext::prefill_bf16) for an F32 / F16 / BF16
 // weight: its rows rounded to bf16 into scratch (dense BF16 rows are used in
 // place), the activations rounded by MatMulBF16.
@@ -44,11 +55,7 @@ absl::Status LinearBf16(const Weight& w, const float* x, int64_t n_rows, float* 
         }
       }
     };
-    if (ctx.pool != nullptr) {
-      ctx.pool->ParallelFor(w.n_out, round_rows);
-    } else {
-      round_rows(0, w.n_out);
-    }
+    ForRowsOnGemmThreads(w.n_out, ctx.n_threads, round_rows);
     w16 = dst;
   }
   return MatMulBF16(x, w16, y, n_rows, w.n_out, w.n_in, ctx.n_threads);
@@ -124,11 +131,7 @@ absl::Status Linear(const Weight& w, const float* x, int64_t n_rows, float* y, L
                             dst + o * w.n_in);
       }
     };
-    if (ctx.pool != nullptr) {
-      ctx.pool->ParallelFor(w.n_out, dequantize_rows);
-    } else {
-      dequantize_rows(0, w.n_out);
-    }
+    ForRowsOnGemmThreads(w.n_out, ctx.n_threads, dequantize_rows);
     w_f32 = dst;
   }
   return MatMulF32(x, w_f32, y, n_rows, w.n_out, w.n_in, ctx.n_threads);
