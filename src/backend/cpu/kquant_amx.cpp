@@ -76,7 +76,7 @@ void LoadTileConfig() {
 
 // The 64 w' of one chunk (lo: elements 0..31, hi: 32..63, as int16) -> its
 // H and L tile rows. vpacksswb / vpackuswb interleave their two sources by
-// 128-bit lane, so the row holds the chunk's elements in qmm::kAmxKOrder
+// 128-bit lane, so the row holds the chunk's elements in qmm::AmxKGroupStart order
 // (ArrangeKTiles puts the activations in the same order): 2 shuffle uops
 // per 64 bytes, where vpmovwb took 8.
 inline void SplitStore(__m512i lo, __m512i hi, int8_t* h, int8_t* l) {
