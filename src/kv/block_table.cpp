@@ -150,7 +150,11 @@ absl::Status KvBlockTable::PrepareWrite(int64_t begin, int64_t end) {
       // hold it.
       pool_->Unregister(old);
     }
-    if (pool_->RefCount(old) > 1) {
+    // Still registered here means the first RefCount saw a co-holder that
+    // has let go since: writing in place would change a block other
+    // sessions can still look up (KvBlockTable.ConcurrentAdoptAndRewrite
+    // caught a reader adopting it mid-rewrite), so it is copied too.
+    if (pool_->RefCount(old) > 1 || pool_->IsRegistered(old)) {
       // Shared (a fork or another session's cached prefix): copy it, so the
       // other holders keep their data (and its registration). The whole
       // block is copied since the rows before `begin` are valid history.
