@@ -14,6 +14,35 @@ bool TopPActive(float p) { return p < 1.0f && p >= 0.0f; }  // false for NaN
 bool MinPActive(float p) { return p > 0.0f && p <= 1.0f; }  // false for NaN
 float FiniteOr(float v, float fallback) { return std::isfinite(v) ? v : fallback; }
 
+// The id of the first maximum of logits (NaN never compares greater; all NaN
+// or -inf -> 0): the scalar greedy loop's answer, in two passes the compiler
+// vectorizes. The maximum runs in 16 independent lanes (lane = id % 16; max
+// is exact, so lanes change no value), then the first id holding it is
+// found. The single branchy loop took ~2.6 % of a 16-session SmolLM2 step
+// (49152 logits per session).
+int32_t GreedyArgMax(absl::Span<const float> logits) {
+  constexpr int kLanes = 16;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, kNegInf);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const float v = logits[i + k];
+      lane_max[k] = v > lane_max[k] ? v : lane_max[k];
+    }
+  }
+  float best = kNegInf;
+  for (int k = 0; k < kLanes; ++k) best = lane_max[k] > best ? lane_max[k] : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  if (!(best > kNegInf)) return 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (logits[j] == best) return static_cast<int32_t>(j);
+  }
+  return 0;  // not reached: best is one of the logits
+}
+
 }  // namespace
 
 Sampler::Sampler(SamplerConfig config) : config_(config) {}
@@ -89,6 +118,7 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
   // 2. Greedy: one pass, no copy. The first maximum in id order is the lowest
   //    id among ties; NaN never compares greater; all NaN/-inf -> 0.
   if (GreedyTemperature(config_.temperature)) {
+    if (!penalize) return GreedyArgMax(logits);
     int32_t best = -1;
     float best_v = -kInf;
     for (size_t i = 0; i < n; ++i) {

@@ -47,6 +47,27 @@ TEST(OpsTest, RmsNormMatchesReference) {
   }
 }
 
+TEST(OpsTest, RmsNormRowsIsRmsNormPerRowBitForBit) {
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int64_t n : {1, 7, 576, 1001}) {
+    for (int64_t rows : {1, 7, 8, 9, 17, 24}) {
+      const std::vector<float> x = RandomVector(rng, rows * n, 0.01f, 3.0f);
+      const std::vector<float> w = RandomVector(rng, n, 0.1f, 2.0f);
+      std::vector<float> expected(rows * n), out(rows * n);
+      for (int64_t r = 0; r < rows; ++r) {
+        RmsNorm(x.data() + r * n, w.data(), n, 1e-5f, expected.data() + r * n);
+      }
+      RmsNormRows(x.data(), w.data(), rows, n, 1e-5f, out.data());
+      EXPECT_EQ(out, expected) << rows << " rows of " << n;
+      std::vector<float> y = x;  // in place
+      RmsNormRows(y.data(), w.data(), rows, n, 1e-5f, y.data());
+      EXPECT_EQ(y, expected) << rows << " rows of " << n << " in place";
+    }
+  }
+}
+
 // float64 rotation of one token by the angles ggml-cpu uses (the contract of
 // RopeInPlace): theta_0 = (float)pos, theta_{i+1} = theta_i * theta_scale in
 // f32, theta_scale = powf(base, -2 / rope_dims). Only the angles are f32; the

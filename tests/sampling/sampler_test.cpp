@@ -145,6 +145,39 @@ TEST(SamplerGreedy, TemperatureZeroIsArgmax) {
   }
 }
 
+// The greedy pass against the plain scalar loop (first id whose logit is
+// greater than every earlier one; NaN never greater; all NaN / -inf -> 0) on
+// rows mixing ties, +-0, NaN and infinities, at sizes around the 16-lane
+// blocks it works in.
+TEST(SamplerGreedy, MatchesTheScalarLoopOnSpecialValues) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::nanf(""), kInf, -kInf, 0.0f, -0.0f, 2.5f, -2.5f};
+  std::mt19937 rng(20261205);
+  SamplerConfig c = Off();
+  c.temperature = 0.0f;
+  Sampler greedy(c);
+  Rng draw(1);
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 33u, 100u, 49157u}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> logits(n);
+      std::uniform_int_distribution<int> pick(0, 9);
+      for (float& v : logits) {
+        const int k = pick(rng);
+        v = k < 7 ? specials[k] : static_cast<float>(pick(rng) - 5);
+      }
+      int32_t expected = -1;
+      float best = -kInf;
+      for (size_t i = 0; i < n; ++i) {
+        if (logits[i] > best) expected = static_cast<int32_t>(i), best = logits[i];
+      }
+      if (expected < 0) expected = 0;
+      ASSERT_EQ(greedy.Sample(logits, {}, draw), expected) << n << " logits, trial " << trial;
+    }
+  }
+  const std::vector<float> all_nan(40, std::nanf(""));
+  EXPECT_EQ(greedy.Sample(all_nan, {}, draw), 0);
+}
+
 TEST(SamplerGreedy, TopK1IsArgmaxAtAnyTemperature) {
   const std::vector<float> logits = RandomLogits(49152, 7);
   SamplerConfig c;

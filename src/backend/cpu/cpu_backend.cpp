@@ -369,8 +369,7 @@ absl::Status CpuBackend::RmsNorm(ActivationId in, WeightId weight, float eps, Ac
   float* y = x != nullptr ? Act(out, n, &st) : nullptr;
   if (y == nullptr) return st.ok() ? Error(LLM_ERR_INTERNAL, "RmsNorm weight is not a vector") : st;
   ForRows(n, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      llm::RmsNorm(x + r * n, w->vector.data(), n, eps, y + r * n);
+    llm::RmsNormRows(x + begin * n, w->vector.data(), end - begin, n, eps, y + begin * n);
   });
   return absl::OkStatus();
 }
@@ -614,7 +613,7 @@ absl::Status CpuBackend::HeadRmsNorm(ActivationId x_id, int64_t n_heads, WeightI
   const float* w = FindVector(weight_id, hd, &st);
   float* x = w != nullptr && n_heads > 0 ? Act(x_id, n_heads * hd, &st) : nullptr;
   if (x == nullptr) return st.ok() ? Error(LLM_ERR_INTERNAL, "HeadRmsNorm of no heads") : st;
-  for (int64_t r = 0; r < n_rows_ * n_heads; ++r) llm::RmsNorm(x + r * hd, w, hd, eps, x + r * hd);
+  llm::RmsNormRows(x, w, n_rows_ * n_heads, hd, eps, x);
   return absl::OkStatus();
 }
 

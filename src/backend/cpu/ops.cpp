@@ -21,6 +21,31 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
 }
 
+void RmsNormRows(const float* x, const float* weight, int64_t n_rows, int64_t n, float eps,
+                 float* out) {
+  if (n <= 0) return;
+  constexpr int kChains = 8;
+  int64_t r = 0;
+  for (; r + kChains <= n_rows; r += kChains) {
+    const float* xr = x + r * n;
+    double sum[kChains] = {};
+    for (int64_t i = 0; i < n; ++i) {
+      for (int k = 0; k < kChains; ++k) {
+        const float v = xr[k * n + i];
+        sum[k] += static_cast<double>(v * v);
+      }
+    }
+    for (int k = 0; k < kChains; ++k) {
+      const float mean = static_cast<float>(sum[k] / static_cast<double>(n));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      const float* xk = xr + k * n;
+      float* yk = out + (r + k) * n;
+      for (int64_t i = 0; i < n; ++i) yk[i] = (xk[i] * scale) * weight[i];
+    }
+  }
+  for (; r < n_rows; ++r) RmsNorm(x + r * n, weight, n, eps, out + r * n);
+}
+
 // Angles as ggml-cpu computes them (ggml_rope_cache_init, normal and neox
 // modes without YaRN / frequency factors): theta_scale = powf(base,
 // -2/rope_dims) in f32, theta starts at (float)pos and is multiplied by

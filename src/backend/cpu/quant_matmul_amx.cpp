@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "backend/cpu/amx_tile_config.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 
@@ -54,6 +55,10 @@ constexpr int64_t kCTileInts = kRows * kRows;  // one block's C tile
 // Blocks the tile products run ahead of the float steps, and C slots.
 constexpr int64_t kAhead = 2;
 constexpr int64_t kRing = 4;
+// Bytes ahead of the block being unpacked that batches of one or two
+// activation tiles prefetch (times DecodePrefetchScale()), as the one-row
+// rows16 kernels.
+constexpr int64_t kPrefetchBytes = 4096;
 
 // Tile registers: 0 = C, 1 = A, 2 = B, and 3, 4, 5 likewise.
 void LoadTileConfig() {
@@ -73,10 +78,17 @@ void LoadTileConfig() {
 
 // rows16 words of n_blocks blocks (qs: [n_blocks][words][16] u32) -> one
 // signed B tile per block (b_tiles: [n_blocks][8][64] int8, 64-byte aligned).
+// prefetch_bytes > 0: each block's words that many bytes ahead are
+// prefetched into L2, as the one-row kernels do.
 template <DType T>
-void UnpackChunk(const uint8_t* qs, int64_t n_blocks, int8_t* b_tiles) {
+void UnpackChunk(const uint8_t* qs, int64_t n_blocks, int8_t* b_tiles, int64_t prefetch_bytes) {
+  constexpr int kWords = T == DType::kQ8_0 ? 8 : 4;  // rows16::Words(T)
   for (int64_t b = 0; b < n_blocks; ++b) {
     int8_t* out = b_tiles + b * kBTileBytes;
+    if (prefetch_bytes > 0) {
+      const char* ahead = reinterpret_cast<const char*>(qs) + b * kWords * 64 + prefetch_bytes;
+      for (int k = 0; k < kWords; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
+    }
     if constexpr (T == DType::kQ8_0) {
       const uint8_t* p = qs + b * 8 * 64;
       const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -96,6 +108,68 @@ void UnpackChunk(const uint8_t* qs, int64_t n_blocks, int8_t* b_tiles) {
         _mm512_store_si512(out + 64 * (4 + k), _mm512_sub_epi8(hi, eight));
       }
     }
+  }
+}
+
+// One activation tile (16 rows) times one chunk of len blocks of a group of
+// 16 weight rows: acc[i] (activation row i, lane = weight row) starts at 0
+// (first) or acc_in[i], gets every block's (d_w * d_x[i]) * float(C[i]), and
+// is stored to out + i * out_stride (lanes in mask) for i < out_rows.
+// A function of its own (noinline) so that the 16 accumulators stay in
+// registers: written inside TileKernel, GCC kept them on the stack, one load
+// and one store per row and block, and the float steps alone took ~75 cycles
+// per block (8192 x 2048 x 512 rows, 1 thread).
+__attribute__((noinline)) void TileChunk(const int8_t* a_chunk, const int8_t* b_tiles,
+                                         int32_t* c_ring, const uint8_t* sc, const float* d_x,
+                                         int64_t len, bool first, const float* acc_in, float* out,
+                                         size_t out_stride, __mmask16 mask, int out_rows) {
+  __m512 acc[kRows];
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i) {
+    acc[i] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_in + i * 16);
+  }
+  // Block j's product on tile set j % 2 (C, A, B = 0, 1, 2 or 3, 4, 5), its
+  // C stored into ring slot j % kRing.
+  auto multiply = [&](int64_t j) {
+    int32_t* c = c_ring + (j % kRing) * kCTileInts;
+    if (j % 2 == 0) {
+      _tile_zero(0);
+      _tile_loadd(1, a_chunk + j * kATileBytes, qmm::kActBlock);
+      _tile_loadd(2, b_tiles + j * kBTileBytes, 64);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, c, 64);
+    } else {
+      _tile_zero(3);
+      _tile_loadd(4, a_chunk + j * kATileBytes, qmm::kActBlock);
+      _tile_loadd(5, b_tiles + j * kBTileBytes, 64);
+      _tile_dpbssd(3, 4, 5);
+      _tile_stored(3, c, 64);
+    }
+  };
+  // Software pipeline: the products run kAhead blocks ahead of the float
+  // steps, because a tile store reaches the vector loads only once it has
+  // retired (scaling each C right after its store stalled on it: 8192 x 2048
+  // x 512 rows, 1 thread, 217 -> 265-275 GMAC/s), and tile registers are not
+  // renamed, so consecutive blocks alternate between two sets. The small ring
+  // stays hot in L1: tile stores to lines not already owned cost twice as
+  // much (a C per block of the chunk was no faster than storing at once).
+  for (int64_t j = 0; j < std::min(kAhead, len); ++j) multiply(j);
+  for (int64_t j = 0; j < len; ++j) {
+    if (j + kAhead < len) multiply(j + kAhead);
+    // acc[i] += (d_w * d_x[i]) * float(C[i]) for activation row i.
+    const int32_t* c = c_ring + (j % kRing) * kCTileInts;
+    const __m512 d_w =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + j * 32)));
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x[j * kRows + i]));
+      const __m512 sum = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
+      acc[i] = _mm512_fmadd_ps(scale, sum, acc[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i) {
+    if (i < out_rows) _mm512_mask_storeu_ps(out + i * out_stride, mask, acc[i]);
   }
 }
 
@@ -123,6 +197,13 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                                                   kChunkBlocks * kRows * 2 + kRows * kRows * 4,
                 "kAmxScratchFloats too small");
 
+  // A batch of sessions' decode steps (one or two activation tiles) reads
+  // each weight byte about once, as one decode row does, and waited on the
+  // loads of the words (16 SmolLM2 sessions: ~35 % of this kernel's time):
+  // the packed words are prefetched as in the one-row kernels. Larger
+  // batches spend their time in the tiles, where the words are in cache.
+  const int64_t prefetch_bytes =
+      kPacked && n_tiles <= 2 ? kPrefetchBytes * DecodePrefetchScale() : 0;
   LoadTileConfig();
   for (int64_t o = o_begin; o < o_end; o += kRows) {
     const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));
@@ -133,69 +214,22 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
           rows16::ChunkOfGroup(T, W, kPacked, row_bytes, o, o_end, nb, b0, len, chunk_qs, chunk_sc);
       const uint8_t* qs = chunk.qs;
       const uint8_t* sc = chunk.sc;
-      UnpackChunk<T>(qs, len, b_tiles);
+      UnpackChunk<T>(qs, len, b_tiles, prefetch_bytes);
       const bool first = b0 == 0, last = b0 + len == nb;
       for (int64_t t = 0; t < n_tiles; ++t) {
         const int64_t m0 = t * kRows;
-        __m512 acc[kRows];
-#pragma GCC unroll 16
-        for (int i = 0; i < kRows; ++i) {
-          acc[i] = first ? _mm512_setzero_ps() : _mm512_load_ps(saved + (m0 + i) * 16);
-        }
         // Block j's A tile: 16 rows x 32 bytes, contiguous.
         const int8_t* a_chunk = a.q_tiles + (t * nb + b0) * kRows * qmm::kActBlock;
         const float* d_x = a.d_tiles + (t * nb + b0) * kRows;  // [block][row of the tile]
-        // Block j's product on tile set j % 2 (C, A, B = 0, 1, 2 or 3, 4,
-        // 5), its C stored into ring slot j % kRing.
-        auto multiply = [&](int64_t j) {
-          int32_t* c = c_ring + (j % kRing) * kCTileInts;
-          if (j % 2 == 0) {
-            _tile_zero(0);
-            _tile_loadd(1, a_chunk + j * kATileBytes, qmm::kActBlock);
-            _tile_loadd(2, b_tiles + j * kBTileBytes, 64);
-            _tile_dpbssd(0, 1, 2);
-            _tile_stored(0, c, 64);
-          } else {
-            _tile_zero(3);
-            _tile_loadd(4, a_chunk + j * kATileBytes, qmm::kActBlock);
-            _tile_loadd(5, b_tiles + j * kBTileBytes, 64);
-            _tile_dpbssd(3, 4, 5);
-            _tile_stored(3, c, 64);
-          }
-        };
-        // acc[i] += (d_w * d_x[i]) * float(C[i]) for activation row i.
-        auto accumulate = [&](int64_t j) {
-          const int32_t* c = c_ring + (j % kRing) * kCTileInts;
-          const __m512 d_w =
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + j * 32)));
-#pragma GCC unroll 16
-          for (int i = 0; i < kRows; ++i) {
-            const __m512 scale = _mm512_mul_ps(d_w, _mm512_set1_ps(d_x[j * kRows + i]));
-            const __m512 sum = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
-            acc[i] = _mm512_fmadd_ps(scale, sum, acc[i]);
-          }
-        };
-        // Software pipeline: the products run kAhead blocks ahead of the
-        // float steps, because a tile store reaches the vector loads only
-        // once it has retired (scaling each C right after its store stalled
-        // on it: 8192 x 2048 x 512 rows, 1 thread, 217 -> 265-275 GMAC/s),
-        // and tile registers are not renamed, so consecutive blocks
-        // alternate between two sets. The small ring stays hot in L1: tile
-        // stores to lines not already owned cost twice as much (a C per
-        // block of the chunk was no faster than storing at once).
-        for (int64_t j = 0; j < std::min(kAhead, len); ++j) multiply(j);
-        for (int64_t j = 0; j < len; ++j) {
-          if (j + kAhead < len) multiply(j + kAhead);
-          accumulate(j);
-        }
+        float* acc_rows = saved + m0 * 16;
         if (!last) {
-#pragma GCC unroll 16
-          for (int i = 0; i < kRows; ++i) _mm512_store_ps(saved + (m0 + i) * 16, acc[i]);
-          continue;
+          TileChunk(a_chunk, b_tiles, c_ring, sc, d_x, len, first, acc_rows, acc_rows, 16, 0xFFFF,
+                    kRows);
+        } else {
+          const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_rows - m0));
+          TileChunk(a_chunk, b_tiles, c_ring, sc, d_x, len, first, acc_rows,
+                    y + m0 * y_stride + o, y_stride, mask, rows);
         }
-        const int rows = static_cast<int>(std::min<int64_t>(kRows, a.n_rows - m0));
-        for (int i = 0; i < rows; ++i)
-          _mm512_mask_storeu_ps(y + (m0 + i) * y_stride + o, mask, acc[i]);
       }
     }
   }
