@@ -27,8 +27,11 @@
 //
 // Speed (BENCHMARKS.md, "AMX"): one tdpbssd costs the same ~16 cycles for
 // K = 32 as for the full K = 64, and each C must be stored (~16 cycles more)
-// and converted, so a block-tile of 8192 multiply-adds takes ~30 cycles
-// here: ~2.7x the VNNI kernel, not the 16x the raw tile rate suggests.
+// and converted. On the Xeon of BENCHMARKS.md a block-tile of 8192
+// multiply-adds takes ~21 ns in a 512-row product (1 thread): the tile
+// instructions alone ~13.5 ns, the float steps alone ~10 ns -- they barely
+// overlap -- so the kernel is not the 16x of the VNNI one that the raw tile
+// rate suggests.
 // GCC 12 reports its own _mm512_undefined_*() placeholders inside the
 // AVX-512 intrinsic headers as uninitialized (a false positive).
 #pragma GCC diagnostic push
