@@ -115,8 +115,9 @@ int32_t Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t
     }
   } guard{this, penalize};
 
-  // 2. Greedy: one pass, no copy. The first maximum in id order is the lowest
-  //    id among ties; NaN never compares greater; all NaN/-inf -> 0.
+  // 2. Greedy, no copy. The first maximum in id order is the lowest id among
+  //    ties; NaN never compares greater; all NaN/-inf -> 0. Without
+  //    penalties GreedyArgMax finds it; with them, one pass over value().
   if (GreedyTemperature(config_.temperature)) {
     if (!penalize) return GreedyArgMax(logits);
     int32_t best = -1;
