@@ -27,6 +27,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cpu/cpu_features.h"
@@ -183,9 +184,32 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
         for (int64_t b = c.b0; b < c.b1; ++b) LoadWords<T>(g.qs, b, words + (b - c.b0) * 8);
         c.words = words;
       }
+      // Batches read each weight byte once, in the unpacking above, from L3
+      // or memory: a 16-session SmolLM2 step waited there ~11 % of its
+      // time. So the bytes after this chunk's words (the next chunk's, or
+      // the group's scales and the next group's words: the copy is
+      // contiguous) are prefetched while the tiles run, a slice before
+      // each: 16 SmolLM2-135M-Instruct Q4_1 sessions +6 % (+2.5 % of it
+      // from prefetching into L1 rather than L2). A prefetch never faults.
+      const char* next = reinterpret_cast<const char*>(g.qs) + c.b1 * kWords * 64;
+      const int64_t next_lines = batch ? (c.b1 - c.b0) * kWords : 0;
+      const int64_t tiles = (a.n_rows + 1) / 2;
+      const int64_t lines_per_tile = (next_lines + tiles - 1) / tiles;
+      int64_t line = 0;
+      auto prefetch_slice = [&] {
+        for (const int64_t end = std::min(line + lines_per_tile, next_lines); line < end; ++line) {
+          _mm_prefetch(next + 64 * line, _MM_HINT_T0);
+        }
+      };
       int64_t r = 0;
-      for (; r + 2 <= a.n_rows; r += 2) PackedTile<T, 2>(g, a, r, o, c, y, y_stride);
-      if (r < a.n_rows) PackedTile<T, 1>(g, a, r, o, c, y, y_stride);
+      for (; r + 2 <= a.n_rows; r += 2) {
+        prefetch_slice();
+        PackedTile<T, 2>(g, a, r, o, c, y, y_stride);
+      }
+      if (r < a.n_rows) {
+        prefetch_slice();
+        PackedTile<T, 1>(g, a, r, o, c, y, y_stride);
+      }
     }
   }
 }
