@@ -186,19 +186,28 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
       }
       // Batches read each weight byte once, in the unpacking above, from L3
       // or memory: a 16-session SmolLM2 step waited there ~11 % of its
-      // time. So the bytes after this chunk's words (the next chunk's, or
-      // the group's scales and the next group's words: the copy is
-      // contiguous) are prefetched while the tiles run, a slice before
-      // each: 16 SmolLM2-135M-Instruct Q4_1 sessions +6 % (+2.5 % of it
-      // from prefetching into L1 rather than L2). A prefetch never faults.
-      const char* next = reinterpret_cast<const char*>(g.qs) + c.b1 * kWords * 64;
-      const int64_t next_lines = batch ? (c.b1 - c.b0) * kWords : 0;
+      // time. So the next chunk's words and scales (the next group's first
+      // chunk after a group's last; none past this task's groups) are
+      // prefetched while the tiles run, a slice before each: 16
+      // SmolLM2-135M-Instruct Q4_1 sessions +6 % (+2.5 % of it from
+      // prefetching into L1 rather than L2).
+      const bool next_group = c.last;
+      const uint8_t* next_qs = next_group ? g.qs + group_bytes : g.qs;
+      const int64_t nb0 = next_group ? 0 : c.b1;
+      const int64_t nb1 = std::min(nb0 + chunk_blocks, nb);
+      const bool prefetch = batch && (!next_group || o + kGroupRows < o_end);
+      const char* next_words = reinterpret_cast<const char*>(next_qs) + nb0 * kWords * 64;
+      const char* next_scales = reinterpret_cast<const char*>(next_qs) + qs_bytes + nb0 * kScales * 32;
+      const int64_t word_lines = prefetch ? (nb1 - nb0) * kWords : 0;
+      const int64_t lines = prefetch ? word_lines + ((nb1 - nb0) * kScales + 1) / 2 : 0;
       const int64_t tiles = (a.n_rows + 1) / 2;
-      const int64_t lines_per_tile = (next_lines + tiles - 1) / tiles;
+      const int64_t lines_per_tile = (lines + tiles - 1) / tiles;
       int64_t line = 0;
       auto prefetch_slice = [&] {
-        for (const int64_t end = std::min(line + lines_per_tile, next_lines); line < end; ++line) {
-          _mm_prefetch(next + 64 * line, _MM_HINT_T0);
+        for (const int64_t end = std::min(line + lines_per_tile, lines); line < end; ++line) {
+          const char* at = line < word_lines ? next_words + 64 * line
+                                             : next_scales + 64 * (line - word_lines);
+          _mm_prefetch(at, _MM_HINT_T0);
         }
       };
       int64_t r = 0;
