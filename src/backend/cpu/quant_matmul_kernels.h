@@ -102,10 +102,11 @@ void SetBlockBias(DType t, Acts* acts, BiasBuffers* buffers);
 // quant_matmul_packed_avx2.cpp): 16 floats of alignment and 9 vectors of 16
 // f32 per activation row (its accumulators between chunks of blocks); both
 // kernels' batches first hold a chunk's unpacked operands
-// (kAvx2PackedOpsFloats).
+// (kAvx2PackedOpsFloats: 8 vectors of words and up to 2 of f32 scales per
+// block).
 constexpr int64_t kPackedScratchPerRow = 9 * 16;
 constexpr int64_t kAvx2PackedChunkBlocks = 32;
-constexpr int64_t kAvx2PackedOpsFloats = kAvx2PackedChunkBlocks * 8 * 16;
+constexpr int64_t kAvx2PackedOpsFloats = kAvx2PackedChunkBlocks * (8 + 2) * 16;
 
 // The per-block order (quant_matmul.h): every Q4_0 and Q8_0 product at the
 // AVX-512 level, on the VNNI kernel (quant_matmul_blocks_avx512.cpp,

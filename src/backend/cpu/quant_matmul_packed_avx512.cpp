@@ -70,6 +70,10 @@ struct Chunk {
   // Batches: the chunk's words as LoadWords gives them, [block - b0][8],
   // unpacked once for all tiles (null: each tile unpacks them itself).
   const __m512i* words = nullptr;
+  // Batches: the chunk's weight scales in f32, [block - b0][kScales][16]
+  // (d, then Q4_1's m), converted once for all tiles (null: each tile
+  // converts the f16 ones).
+  const float* scales = nullptr;
 };
 
 template <DType T, int R>
@@ -100,11 +104,17 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
     } else {
       LoadWords<T>(g.qs, b, w);
     }
-    const uint8_t* sc = g.sc + b * kScales * 32;
-    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
-    __m512 wm = _mm512_setzero_ps();
-    if constexpr (T == DType::kQ4_1) {
-      wm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32)));
+    __m512 wd, wm = _mm512_setzero_ps();
+    if (c.scales != nullptr) {
+      const float* f = c.scales + (b - c.b0) * kScales * 16;
+      wd = _mm512_load_ps(f);
+      if constexpr (T == DType::kQ4_1) wm = _mm512_load_ps(f + 16);
+    } else {
+      const uint8_t* sc = g.sc + b * kScales * 32;
+      wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+      if constexpr (T == DType::kQ4_1) {
+        wm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32)));
+      }
     }
     for (int r = 0; r < R; ++r) {
       const int64_t row = row0 + r;
@@ -159,11 +169,12 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
   const size_t qs_bytes = static_cast<size_t>(nb) * kGroupRows * 4 * kWords;
   // rows16::GroupBytes(T, nb)
   const size_t group_bytes = qs_bytes + static_cast<size_t>(nb) * kGroupRows * 2 * kScales;
-  // scratch, 64-byte aligned: a chunk's unpacked words (batches), then the
-  // accumulators.
+  // scratch, 64-byte aligned: a chunk's unpacked words and f32 scales
+  // (batches), then the accumulators.
   __m512i* words =
       reinterpret_cast<__m512i*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
-  static_assert(kChunkBlocks * 8 * 16 <= qmm::kAvx2PackedOpsFloats, "scratch too small");
+  float* scales = reinterpret_cast<float*>(words + kChunkBlocks * 8);
+  static_assert(kChunkBlocks * (8 + 2) * 16 <= qmm::kAvx2PackedOpsFloats, "scratch too small");
   Chunk c;
   c.acc_buf = reinterpret_cast<float*>(words) + qmm::kAvx2PackedOpsFloats;
   const bool batch = a.n_rows > 2;
@@ -181,8 +192,16 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
       if (batch) {
         // Unpacked once here, not once per tile of 2 rows: the nibble and
         // fifth-bit splitting was ~40 % of a tile's instructions.
-        for (int64_t b = c.b0; b < c.b1; ++b) LoadWords<T>(g.qs, b, words + (b - c.b0) * 8);
+        for (int64_t b = c.b0; b < c.b1; ++b) {
+          LoadWords<T>(g.qs, b, words + (b - c.b0) * 8);
+          for (int k = 0; k < kScales; ++k) {
+            _mm512_store_ps(scales + ((b - c.b0) * kScales + k) * 16,
+                            _mm512_cvtph_ps(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(g.sc + (b * kScales + k) * 32))));
+          }
+        }
         c.words = words;
+        c.scales = scales;
       }
       // Batches read each weight byte once, in the unpacking above, from L3
       // or memory: a 16-session SmolLM2 step waited there ~11 % of its
