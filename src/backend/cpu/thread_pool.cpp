@@ -109,11 +109,11 @@ ThreadPool::~ThreadPool() { StopAndJoin(); }
 void ThreadPool::StopAndJoin() noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
     // Ends the spin of workers waiting for a new section (they then see stop_).
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.fetch_add(1);
+    work_cv_.notify_all();
   }
-  work_cv_.notify_all();
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
@@ -141,17 +141,19 @@ void ThreadPool::WorkerLoop() {
   tls_current_pool = this;
   uint64_t seen = 0;
   for (;;) {
-    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; },
-              SpinMicros(kWorkerSpinMicros));
-    {
+    if (!SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; },
+                   SpinMicros(kWorkerSpinMicros))) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock,
-                    [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
-      if (stop_) return;
-      seen = generation_.load(std::memory_order_relaxed);
+      sleeping_workers_.fetch_add(1);
+      work_cv_.wait(lock, [&] { return generation_.load() != seen; });
+      sleeping_workers_.fetch_sub(1);
     }
+    // The new generation's job (or stop_) was written before generation_
+    // was raised; the acquire load above or the mutex orders the reads.
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
     RunChunks();
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();
     }
@@ -166,30 +168,33 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mu_);
-  {
+  // Every worker has finished the previous job (pending_ reached 0), so none
+  // reads these until it sees the new generation.
+  fn_ = &fn;
+  n_ = n;
+  n_chunks_ = std::min<int64_t>(n, int64_t{n_threads_} * std::max(1, chunks_per_thread));
+  next_chunk_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1);
+  if (sleeping_workers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    n_chunks_ = std::min<int64_t>(n, int64_t{n_threads_} * std::max(1, chunks_per_thread));
-    next_chunk_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    work_cv_.notify_all();
   }
-  work_cv_.notify_all();
 
   const ThreadPool* saved = tls_current_pool;
   tls_current_pool = this;
   RunChunks();
   tls_current_pool = saved;
 
-  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; },
-            SpinMicros(kCallerSpinMicros));
-  {
+  if (!SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; },
+                 SpinMicros(kCallerSpinMicros))) {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-    fn_ = nullptr;
+    caller_sleeping_.store(true);
+    done_cv_.wait(lock, [&] { return pending_.load() == 0; });
+    caller_sleeping_.store(false);
   }
+  fn_ = nullptr;
   if (error_) {
     std::exception_ptr e = std::exchange(error_, nullptr);
     std::rethrow_exception(e);

@@ -57,12 +57,22 @@ class ThreadPool {
 
   std::mutex call_mu_;  // serializes ParallelFor calls
 
+  // Hand-offs between the caller and the workers go through generation_ and
+  // pending_ alone while both sides spin; mu_ and the condition variables
+  // are taken only by a side that sleeps, or that wakes a sleeper (the
+  // counts below say whether there is one: each sleeper publishes itself
+  // and then re-checks, and each waker changes the state and then checks
+  // the count, all sequentially consistent, so one of the two sees the
+  // other). A locked hand-off moved mu_'s cache line between the cores
+  // several times per call (ParallelFor of nothing: ~1.4 us).
   std::mutex mu_;
   std::condition_variable work_cv_;  // workers wait for a new generation
   std::condition_variable done_cv_;  // caller waits for pending_ == 0
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};  // workers that have not finished the job
+  std::atomic<int> pending_{0};          // workers that have not finished the job
+  std::atomic<int> sleeping_workers_{0};  // workers in work_cv_.wait
+  std::atomic<bool> caller_sleeping_{false};  // the caller in done_cv_.wait
 
   // The current job (valid while a ParallelFor is in flight).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
