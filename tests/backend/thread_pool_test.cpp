@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -129,6 +132,38 @@ TEST(ThreadPoolTest, IdleWorkersSleep) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double used = ProcessCpuSeconds() - before;
   EXPECT_LT(used, 0.03) << "idle workers used " << used << " s of CPU in 0.3 s";
+}
+
+TEST(ThreadPoolTest, HandOffsReachSleepingWorkersAndASleepingCaller) {
+  // The hand-offs skip the mutex while both sides spin; these run the other
+  // paths: a gap past the workers' ~1 ms spin before each call (the call
+  // must wake sleeping workers) and chunks that outlast the caller's ~2 ms
+  // spin (the last worker must wake the sleeping caller). A wrong hand-off
+  // loses indices; a missed wake-up hangs, so the calls run on a thread of
+  // their own and a hang ends the test binary after 60 s.
+  ThreadPool pool(3);
+  std::atomic<int> lost{0};
+  std::promise<void> finished;
+  std::thread caller([&] {
+    for (int call = 0; call < 12; ++call) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      std::vector<std::atomic<int>> hits(6);
+      const bool slow = call % 2 == 1;
+      pool.ParallelFor(6, [&](int64_t b, int64_t e) {
+        // Slow calls: the chunks the workers take run past the caller's spin.
+        if (slow && b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (int i = 0; i < 6; ++i) lost += hits[i].load() != 1;
+    }
+    finished.set_value();
+  });
+  if (finished.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "ThreadPool hand-off hung (a missed wake-up)\n");
+    std::abort();
+  }
+  caller.join();
+  EXPECT_EQ(lost.load(), 0);
 }
 
 TEST(ThreadPoolTest, PhysicalCoreCountIsSane) {
