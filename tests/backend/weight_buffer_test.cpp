@@ -1,7 +1,9 @@
 // The CPU backend's weight-copy memory (weight_buffer.h): a copy holds the
 // source's bytes exactly for odd sizes, with and without a thread pool;
 // buffers of 2 MiB or more start on a 2 MiB boundary (a huge page needs
-// one); what a buffer unmaps is exactly its pages; a size of 0 is refused.
+// one); what a buffer unmaps is exactly its pages; a size of 0 is refused;
+// an arena's small buffers are page-aligned and disjoint, and keep their
+// slab mapped after the arena is gone.
 #include "backend/cpu/weight_buffer.h"
 
 #include <sys/mman.h>
@@ -69,6 +71,56 @@ TEST(WeightBufferTest, UnmapsExactlyItsPages) {
 
 TEST(WeightBufferTest, ZeroBytesIsRefused) {
   EXPECT_THROW(AllocateWeightBuffer(0), std::bad_alloc);
+  WeightArena arena;
+  EXPECT_THROW(AllocateWeightBuffer(0, &arena), std::bad_alloc);
+  EXPECT_THROW(arena.Allocate(0), std::bad_alloc);
+}
+
+// Small buffers come from the arena's slabs: page-aligned, disjoint, each
+// holding its own bytes, across more than one slab; a buffer of 2 MiB or
+// more still gets a mapping of its own.
+TEST(WeightBufferTest, ArenaBuffersAreDisjointAndPageAligned) {
+  const long page = sysconf(_SC_PAGESIZE);
+  ASSERT_GT(page, 0);
+  WeightArena arena;
+  std::vector<WeightBuffer> bufs;
+  std::vector<std::vector<uint8_t>> srcs;
+  size_t total = 0;
+  uint32_t seed = 7;
+  for (size_t n = 1; total < WeightArena::kSlabBytes + 3 * kMiB; n = n * 3 + 4097) {
+    if (n >= 2 * kMiB) n = n % (2 * kMiB - 1) + 1;
+    srcs.push_back(RandomBytes(n, seed++));
+    bufs.push_back(CopyToWeightBuffer(srcs.back().data(), n, nullptr, &arena));
+    ASSERT_EQ(bufs.back().data.get_deleter().length, 0u) << n << ": not from the arena";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(bufs.back().data.get()) % page, 0u) << n;
+    total += n;
+  }
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    EXPECT_EQ(std::memcmp(bufs[i].data.get(), srcs[i].data(), srcs[i].size()), 0) << i;
+    for (size_t j = 0; j < i; ++j) {
+      const uint8_t* a = bufs[i].data.get();
+      const uint8_t* b = bufs[j].data.get();
+      EXPECT_TRUE(a + bufs[i].bytes <= b || b + bufs[j].bytes <= a) << i << " overlaps " << j;
+    }
+  }
+  const WeightBuffer big = AllocateWeightBuffer(2 * kMiB, &arena);
+  EXPECT_GT(big.data.get_deleter().length, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data.get()) % (2 * kMiB), 0u);
+}
+
+// A slab outlives its arena while a buffer carved from it lives.
+TEST(WeightBufferTest, ArenaBufferOutlivesTheArena) {
+  const std::vector<uint8_t> src = RandomBytes(10000, 99);
+  WeightBuffer buf;
+  {
+    WeightArena arena;
+    buf = CopyToWeightBuffer(src.data(), src.size(), nullptr, &arena);
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  ASSERT_GT(page, 0);
+  std::vector<unsigned char> resident((src.size() + page - 1) / page);
+  EXPECT_EQ(mincore(buf.data.get(), src.size(), resident.data()), 0) << "unmapped with the arena";
+  EXPECT_EQ(std::memcmp(buf.data.get(), src.data(), src.size()), 0);
 }
 
 }  // namespace

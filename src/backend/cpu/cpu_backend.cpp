@@ -203,10 +203,11 @@ void CpuBackend::Pack(WeightRecord& r) {
   const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes;
   try {
     if (rows16_layout) {
-      r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get());
+      r.packed = rows16::MakePacked(m.type, m.data, m.row_bytes, m.n_out, m.n_in, pool_.get(),
+                                    &weight_arena_);
       r.matrix.packed = r.packed.data.get();
     } else {
-      r.packed = CopyToWeightBuffer(m.data, bytes, pool_.get());
+      r.packed = CopyToWeightBuffer(m.data, bytes, pool_.get(), &weight_arena_);
       r.plain_copy = true;
     }
   } catch (...) {

@@ -112,6 +112,8 @@ class CpuBackend : public Backend {
   bool deterministic_;
   std::unique_ptr<ThreadPool> pool_;
   LinearContext linear_;
+  // The small weight copies' memory (weight_buffer.h: huge pages shared).
+  WeightArena weight_arena_;
   std::vector<WeightRecord> weights_;
   std::vector<Activation> activations_;
   // One KV group (CreateKvStorage): its blocks' layout and storage.

@@ -158,8 +158,8 @@ void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_
 }
 
 PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
-                        ThreadPool* pool) {
-  PackedBuffer buf = AllocateWeightBuffer(PackedBytes(t, n_out, n_in));
+                        ThreadPool* pool, WeightArena* arena) {
+  PackedBuffer buf = AllocateWeightBuffer(PackedBytes(t, n_out, n_in), arena);
   Pack(t, W, row_bytes, n_out, n_in, buf.data.get(), pool);
   return buf;
 }

@@ -91,9 +91,10 @@ bool PackGroupAvx512(const uint8_t* const rows[kRows], int64_t n_blocks, size_t 
 // A packed copy owned by the CPU backend (weight_buffer.h: page-aligned,
 // huge pages where the host grants them).
 using PackedBuffer = WeightBuffer;
-// Allocates and packs; throws std::bad_alloc when memory is short.
+// Allocates (from arena, nullable, when under 2 MiB: weight_buffer.h) and
+// packs; throws std::bad_alloc when memory is short.
 PackedBuffer MakePacked(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in,
-                        ThreadPool* pool);
+                        ThreadPool* pool, WeightArena* arena = nullptr);
 
 // Once a matrix has its copy, the mapped pages it was read from only cost
 // resident memory: drops the whole pages of [p, p + n) from this process's

@@ -17,15 +17,40 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+
+size_t PageSize() {
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  return page_size > 0 ? static_cast<size_t>(page_size) : 4096;
+}
+
 }  // namespace
 
 void WeightBufferUnmap::operator()(uint8_t* p) const {
-  if (p != nullptr) ::munmap(p, length);
+  // A slab's share: the slab goes with its last holder (slab's deleter).
+  if (p != nullptr && slab == nullptr) ::munmap(p, length);
 }
 
-WeightBuffer AllocateWeightBuffer(size_t bytes) {
-  const long page_size = ::sysconf(_SC_PAGESIZE);
-  const size_t page = page_size > 0 ? static_cast<size_t>(page_size) : 4096;
+WeightBuffer WeightArena::Allocate(size_t bytes) {
+  if (bytes == 0 || bytes >= kHugePage) throw std::bad_alloc();
+  const size_t length = RoundUp(bytes, PageSize());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slab_ == nullptr || used_ + length > kSlabBytes) {
+    WeightBuffer slab = AllocateWeightBuffer(kSlabBytes);  // 2 MiB-aligned, advised
+    const size_t slab_length = slab.data.get_deleter().length;
+    slab_ = std::shared_ptr<uint8_t>(slab.data.release(), WeightBufferUnmap{slab_length, {}});
+    used_ = 0;
+  }
+  WeightBuffer buf;
+  buf.data = std::unique_ptr<uint8_t, WeightBufferUnmap>(slab_.get() + used_,
+                                                         WeightBufferUnmap{0, slab_});
+  buf.bytes = bytes;
+  used_ += length;
+  return buf;
+}
+
+WeightBuffer AllocateWeightBuffer(size_t bytes, WeightArena* arena) {
+  if (arena != nullptr && bytes > 0 && bytes < kHugePage) return arena->Allocate(bytes);
+  const size_t page = PageSize();
   if (bytes == 0 || bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();
   const size_t length = RoundUp(bytes, page);
   // A huge page needs a 2 MiB-aligned virtual range: map 2 MiB more than
@@ -49,13 +74,14 @@ WeightBuffer AllocateWeightBuffer(size_t bytes) {
     (void)::madvise(p, length, MADV_HUGEPAGE);
   }
   WeightBuffer buf;
-  buf.data = std::unique_ptr<uint8_t, WeightBufferUnmap>(p, WeightBufferUnmap{length});
+  buf.data = std::unique_ptr<uint8_t, WeightBufferUnmap>(p, WeightBufferUnmap{length, {}});
   buf.bytes = bytes;
   return buf;
 }
 
-WeightBuffer CopyToWeightBuffer(const uint8_t* src, size_t n, ThreadPool* pool) {
-  WeightBuffer buf = AllocateWeightBuffer(n);
+WeightBuffer CopyToWeightBuffer(const uint8_t* src, size_t n, ThreadPool* pool,
+                                WeightArena* arena) {
+  WeightBuffer buf = AllocateWeightBuffer(n, arena);
   uint8_t* dst = buf.data.get();
   const int64_t pieces = static_cast<int64_t>((n + kHugePage - 1) / kHugePage);
   auto copy = [&](int64_t begin, int64_t end) {
