@@ -223,7 +223,7 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
       const uint8_t* sc = chunk.sc;
       UnpackChunk<T>(qs, len, b_tiles);
       const bool first = b0 == 0, last = b0 + len == nb;
-      // The next chunk: its blocks nb0 .. nb1 - 1 of group next_qs.
+      // The next chunk: next_len blocks from block nb0 of group next_qs.
       const char* next_words = nullptr;
       int64_t next_len = 0;
       if (prefetch && (!last || o + kRows < o_end)) {

@@ -70,8 +70,8 @@ class ThreadPool {
   std::condition_variable done_cv_;  // caller waits for pending_ == 0
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};          // workers that have not finished the job
-  std::atomic<int> sleeping_workers_{0};  // workers in work_cv_.wait
+  std::atomic<int> pending_{0};               // workers that have not finished the job
+  std::atomic<int> sleeping_workers_{0};      // workers in work_cv_.wait
   std::atomic<bool> caller_sleeping_{false};  // the caller in done_cv_.wait
 
   // The current job (valid while a ParallelFor is in flight).

@@ -17,7 +17,6 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-
 size_t PageSize() {
   const long page_size = ::sysconf(_SC_PAGESIZE);
   return page_size > 0 ? static_cast<size_t>(page_size) : 4096;
@@ -41,8 +40,8 @@ WeightBuffer WeightArena::Allocate(size_t bytes) {
     used_ = 0;
   }
   WeightBuffer buf;
-  buf.data = std::unique_ptr<uint8_t, WeightBufferUnmap>(slab_.get() + used_,
-                                                         WeightBufferUnmap{0, slab_});
+  buf.data =
+      std::unique_ptr<uint8_t, WeightBufferUnmap>(slab_.get() + used_, WeightBufferUnmap{0, slab_});
   buf.bytes = bytes;
   used_ += length;
   return buf;

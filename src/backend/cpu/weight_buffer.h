@@ -7,8 +7,9 @@
 // from the file mapping (4 KiB page-cache pages, each a TLB entry and a
 // boundary the hardware prefetcher stops at) the 1B Q4_K_M decode ran 20-25 %
 // slower than from an anonymous copy with huge pages (docs/CPU_KERNELS.md,
-// "Weight copies"). The copy replaces the mapped rows in memory: the caller
-// releases them once the copy is made (rows16::ReleaseMappedPages).
+// "Plain copies for every other matrix"). The copy replaces the mapped rows
+// in memory: the caller releases them once the copy is made
+// (rows16::ReleaseMappedPages).
 #pragma once
 
 #include <cstddef>
