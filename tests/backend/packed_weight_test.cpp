@@ -297,6 +297,30 @@ TEST(PackedWeightTest, SharedProductsUseTheCopyWithTheSameBits) {
 // Releasing the mapped rows after packing: a read-only private file mapping
 // gives its pages back and reads the same bytes afterwards; anonymous memory
 // (a model loaded from a buffer) is never touched.
+// The chunk a batch kernel prefetches: the next chunk of the same group, or
+// the next group's first after a group's last, none past o_end.
+TEST(PackedWeightTest, NextChunkOfGroupWalksChunksThenGroups) {
+  const uint8_t* W = reinterpret_cast<const uint8_t*>(uintptr_t{1} << 20);  // never read
+  const int64_t nb = 48, chunk = 32, o_end = 40;  // 3 groups (the last one partial)
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0}) {
+    SCOPED_TRACE(static_cast<int>(t));
+    auto at = [&](int64_t o, int64_t b0) {
+      return rows16::ChunkOfGroup(t, W, true, 0, o, o_end, nb, b0, 1, nullptr, nullptr);
+    };
+    rows16::NextChunk n = rows16::NextChunkOfGroup(t, W, 0, o_end, nb, 0, 32, chunk);
+    EXPECT_EQ(n.len, 16);
+    EXPECT_EQ(n.at.qs, at(0, 32).qs);
+    EXPECT_EQ(n.at.sc, at(0, 32).sc);
+    n = rows16::NextChunkOfGroup(t, W, 16, o_end, nb, 32, 16, chunk);
+    EXPECT_EQ(n.len, 32);
+    EXPECT_EQ(n.at.qs, at(32, 0).qs);
+    EXPECT_EQ(n.at.sc, at(32, 0).sc);
+    n = rows16::NextChunkOfGroup(t, W, 32, o_end, nb, 32, 16, chunk);
+    EXPECT_EQ(n.len, 0);
+    EXPECT_EQ(n.at.qs, nullptr);
+  }
+}
+
 TEST(PackedWeightTest, ReleasesOnlyFileMappedPages) {
   const long page = sysconf(_SC_PAGESIZE);
   ASSERT_GT(page, 0);

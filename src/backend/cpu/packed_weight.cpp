@@ -133,6 +133,20 @@ GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, i
   return {qs_buf, sc_buf};
 }
 
+NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,
+                           int64_t b0, int64_t len, int64_t chunk_blocks) {
+  const bool next_group = b0 + len >= nb;
+  const int64_t next_o = next_group ? o + kRows : o;
+  if (next_o >= o_end) return NextChunk{};
+  const int64_t next_b0 = next_group ? 0 : b0 + len;
+  const int64_t next_len = std::min(chunk_blocks, nb - next_b0);
+  NextChunk next;
+  next.at = ChunkOfGroup(t, W, /*packed=*/true, 0, next_o, o_end, nb, next_b0, next_len, nullptr,
+                         nullptr);
+  next.len = next_len;
+  return next;
+}
+
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
           ThreadPool* pool) {
   const int64_t nb = n_in / 32;

@@ -80,6 +80,18 @@ GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, i
                         int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
                         uint8_t* sc_buf);
 
+// For prefetching: in a rows16 copy W walked group by group (rows o ..
+// o + 15, up to o_end) and each group's nb blocks chunk by chunk (up to
+// chunk_blocks), the chunk after blocks [b0, b0 + len) of group o -- the
+// next group's first after a group's last. len 0 (and null pointers) when
+// that would lie past o_end.
+struct NextChunk {
+  GroupChunk at{nullptr, nullptr};
+  int64_t len = 0;
+};
+NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,
+                           int64_t b0, int64_t len, int64_t chunk_blocks);
+
 // The AVX-512 packing loop for one group (packed_weight_avx512.cpp): rows
 // are the group's 16 source rows, qs / sc where its quants and scales go.
 // false (nothing written) when the rows lie too far apart for 32-bit gather

@@ -209,8 +209,6 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
   // Larger batches spend their time in the tiles, where the words are in
   // cache.
   const bool prefetch = kPacked && n_tiles <= 2;
-  const size_t qs_bytes = static_cast<size_t>(nb) * kWords * 64;  // rows16::GroupBytes
-  const size_t group_bytes = qs_bytes + static_cast<size_t>(nb) * kRows * 2;
   LoadTileConfig();
   for (int64_t o = o_begin; o < o_end; o += kRows) {
     const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));
@@ -223,17 +221,13 @@ void TileKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
       const uint8_t* sc = chunk.sc;
       UnpackChunk<T>(qs, len, b_tiles);
       const bool first = b0 == 0, last = b0 + len == nb;
-      // The next chunk: next_len blocks from block nb0 of group next_qs.
-      const char* next_words = nullptr;
-      int64_t next_len = 0;
-      if (prefetch && (!last || o + kRows < o_end)) {
-        const uint8_t* next_qs =
-            last ? static_cast<const uint8_t*>(W) + (o / kRows + 1) * group_bytes
-                 : static_cast<const uint8_t*>(W) + (o / kRows) * group_bytes;
-        const int64_t nb0 = last ? 0 : b0 + len;
-        next_len = std::min(kChunkBlocks, nb - nb0);
-        next_words = reinterpret_cast<const char*>(next_qs) + nb0 * kWords * 64;
-        const char* next_sc = reinterpret_cast<const char*>(next_qs) + qs_bytes + nb0 * kRows * 2;
+      const rows16::NextChunk next =
+          prefetch ? rows16::NextChunkOfGroup(T, W, o, o_end, nb, b0, len, kChunkBlocks)
+                   : rows16::NextChunk{};
+      const char* next_words = reinterpret_cast<const char*>(next.at.qs);
+      const int64_t next_len = next.len;
+      if (next_len > 0) {
+        const char* next_sc = reinterpret_cast<const char*>(next.at.sc);
         for (int64_t l = 0; l < (next_len * kRows * 2 + 63) / 64; ++l) {
           _mm_prefetch(next_sc + 64 * l, _MM_HINT_T0);
         }

@@ -210,16 +210,13 @@ void PackedKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t 
       // prefetched into L1 while the tiles run, a slice before each: 16
       // SmolLM2-135M-Instruct Q4_1 sessions 741-803 -> 859-882 tokens/s
       // (into L2 instead: about half the gain).
-      const bool next_group = c.last;
-      const uint8_t* next_qs = next_group ? g.qs + group_bytes : g.qs;
-      const int64_t nb0 = next_group ? 0 : c.b1;
-      const int64_t nb1 = std::min(nb0 + chunk_blocks, nb);
-      const bool prefetch = batch && (!next_group || o + kGroupRows < o_end);
-      const char* next_words = reinterpret_cast<const char*>(next_qs) + nb0 * kWords * 64;
-      const char* next_scales =
-          reinterpret_cast<const char*>(next_qs) + qs_bytes + nb0 * kScales * 32;
-      const int64_t word_lines = prefetch ? (nb1 - nb0) * kWords : 0;
-      const int64_t lines = prefetch ? word_lines + ((nb1 - nb0) * kScales + 1) / 2 : 0;
+      const rows16::NextChunk next =
+          batch ? rows16::NextChunkOfGroup(T, W, o, o_end, nb, c.b0, c.b1 - c.b0, chunk_blocks)
+                : rows16::NextChunk{};
+      const char* next_words = reinterpret_cast<const char*>(next.at.qs);
+      const char* next_scales = reinterpret_cast<const char*>(next.at.sc);
+      const int64_t word_lines = next.len * kWords;
+      const int64_t lines = word_lines + (next.len * kScales + 1) / 2;
       const int64_t tiles = (a.n_rows + 1) / 2;
       const int64_t lines_per_tile = (lines + tiles - 1) / tiles;
       int64_t line = 0;
