@@ -178,6 +178,65 @@ TEST(SamplerGreedy, MatchesTheScalarLoopOnSpecialValues) {
   EXPECT_EQ(greedy.Sample(all_nan, {}, draw), 0);
 }
 
+// top_k's kept set (the vector scan skips 16 logits at a time once its heap
+// is full) against a sort, on rows mixing ties, +-0, NaN and infinities, at
+// sizes around the 16-value steps, with and without penalties: at a huge
+// temperature every kept token is drawn, and no other.
+TEST(SamplerTopK, KeepsTheKBestOnSpecialValues) {
+  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 2.5f, -2.5f};
+  std::mt19937 rng(20261206);
+  for (const bool penalties : {false, true}) {
+    SamplerConfig c = Off();
+    c.temperature = 1e4f;
+    c.top_k = 5;
+    if (penalties) c.repeat_penalty = 0.5f;  // < 1 raises negative logits
+    for (size_t n : {6u, 15u, 16u, 17u, 33u, 100u, 4099u}) {
+      for (int trial = 0; trial < 12; ++trial) {
+        std::vector<float> logits(n);
+        std::uniform_int_distribution<int> pick(0, 99);
+        for (float& v : logits) {
+          const int k = pick(rng);
+          // Specials rare (+inf in about one row in three), ties common.
+          v = k < 7 && (k != 1 || pick(rng) < 3) ? specials[k] : static_cast<float>(k % 23) - 11.0f;
+        }
+        std::vector<int32_t> history;
+        if (penalties) {
+          for (int i = 0; i < 20; ++i) history.push_back(static_cast<int32_t>(rng() % n));
+        }
+        const std::vector<float> pen = ExpectedPenalized(logits, history, c);
+        std::vector<std::pair<float, int32_t>> order;
+        bool any_inf = false;
+        for (size_t i = 0; i < n; ++i) {
+          if (std::isnan(pen[i]) || pen[i] == -kInf) continue;
+          any_inf |= pen[i] == kInf;
+          order.push_back({pen[i], static_cast<int32_t>(i)});
+        }
+        if (any_inf) {
+          order.erase(std::remove_if(order.begin(), order.end(),
+                                     [](const auto& e) { return e.first != kInf; }),
+                      order.end());
+        }
+        std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        if (order.size() > 5) order.resize(5);
+        std::vector<int32_t> expected;
+        for (const auto& e : order) expected.push_back(e.second);
+        std::sort(expected.begin(), expected.end());
+        if (expected.empty()) expected.push_back(0);  // nothing choosable -> 0
+
+        Sampler s(c);
+        Rng draw(static_cast<uint64_t>(trial) + 1);
+        std::vector<int32_t> seen;
+        for (int d = 0; d < 200; ++d) seen.push_back(s.Sample(logits, history, draw));
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        ASSERT_EQ(seen, expected) << n << " logits, trial " << trial << ", penalties " << penalties;
+      }
+    }
+  }
+}
+
 TEST(SamplerGreedy, TopK1IsArgmaxAtAnyTemperature) {
   const std::vector<float> logits = RandomLogits(49152, 7);
   SamplerConfig c;
