@@ -439,6 +439,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.SetLabel(SimdLevelName(ActiveSimdLevel()));
 }
 BENCHMARK(BM_AttentionDecode)
+    ->Args({64, 1, 16})
     ->Args({1024, 1, 0})
     ->Args({1024, 1, 16})
     ->Args({1024, 0, 0})

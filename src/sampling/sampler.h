@@ -25,14 +25,15 @@
 //
 // Cost per call (BM_Sample, this repository's AVX-512 host; 49152 / 128256
 // logits): greedy is one vector pass for the maximum and a short one for its
-// first id (~4 / 9 us). With top_k set, the first k choosable logits fill a
+// first id (~4 / 10 us). With top_k set, the first k choosable logits fill a
 // k-sized heap; after that a vector scan skips, 16 at a time, the logits
 // that do not beat the heap's worst (most of them), so only a few hundred
-// enter the heap (defaults: ~8 / 13 us); then only those k are sorted and
+// enter the heap (defaults: ~8 / 14 us); then only those k are sorted and
 // filtered. Penalties copy the row once and change the history's ids in the
-// copy (~4 / 10 us more). A candidate per choosable logit is made only when
-// top_k is off (and a sort only if top_p is on then: ~1.3 / 1.8 ms, the
-// slow path), or when some logit is +inf. Scratch buffers are members,
+// copy (~4 / 12 us more). A candidate per choosable logit is made only when
+// top_k is off, or when some logit is +inf; top_p then sums every
+// candidate's exp (double, in id order) and sorts only the bands of logit
+// that hold the kept prefix (~0.5 / 1.0 ms). Scratch buffers are members,
 // sized on the first call and reused: no n_vocab-sized allocation after
 // that (unless n_vocab grows).
 //

@@ -237,6 +237,60 @@ TEST(SamplerTopK, KeepsTheKBestOnSpecialValues) {
   }
 }
 
+// top_p without top_k sorts only the bands of logit that hold the kept
+// prefix: the kept set must be the one a full sort gives (same sums: the
+// total in id order, the cumulative mass in descending order). At a huge
+// temperature every kept token is drawn, and no other.
+TEST(SamplerTopP, KeepsTheFullSortsPrefix) {
+  for (size_t n : {70u, 1000u, 12345u}) {
+    for (float top_p : {0.3f, 0.9f, 0.99f}) {
+      for (uint32_t seed : {1u, 2u}) {
+        const std::vector<float> logits =
+            RandomLogits(n, seed * 977 + static_cast<uint32_t>(n), 3.0f);
+        std::vector<std::pair<float, int32_t>> order;
+        double max_logit = -kInf;
+        for (size_t i = 0; i < n; ++i) {
+          order.push_back({logits[i], static_cast<int32_t>(i)});
+          max_logit = std::max<double>(max_logit, logits[i]);
+        }
+        double total = 0.0;
+        for (float l : logits) total += std::exp(static_cast<double>(l) - max_logit);
+        std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        const double target = static_cast<double>(top_p) * total;
+        double cum = 0.0;
+        std::vector<int32_t> expected;
+        for (const auto& e : order) {
+          expected.push_back(e.second);
+          cum += std::exp(static_cast<double>(e.first) - max_logit);
+          if (cum >= target) break;
+        }
+        std::sort(expected.begin(), expected.end());
+
+        SamplerConfig c = Off();
+        c.temperature = 1e4f;
+        c.top_p = top_p;
+        Sampler s(c);
+        Rng draw(seed);
+        std::vector<int32_t> seen;
+        const int draws =
+            expected.size() <= 150 ? static_cast<int>(20 * expected.size() + 50) : 300;
+        for (int d = 0; d < draws; ++d) seen.push_back(s.Sample(logits, {}, draw));
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        ASSERT_TRUE(std::includes(expected.begin(), expected.end(), seen.begin(), seen.end()))
+            << n << " logits, top_p " << top_p << ": a token outside the kept prefix drawn";
+        if (expected.size() <= 150) {
+          ASSERT_EQ(seen, expected) << n << " logits, top_p " << top_p;
+        }
+        if (getenv("LLM_TEST_VERBOSE"))
+          std::printf("n %zu top_p %g kept %zu\n", n, top_p, expected.size());
+      }
+    }
+  }
+}
+
 TEST(SamplerGreedy, TopK1IsArgmaxAtAnyTemperature) {
   const std::vector<float> logits = RandomLogits(49152, 7);
   SamplerConfig c;
