@@ -48,6 +48,7 @@ struct Options {
   bool warmup = true;  // bench: one untimed prefill and decode step first
   int n_prompt_bench = 128;
   bool n_predict_set = false;           // -n given (bench --sessions defaults to 64)
+  bool sampler_set = false;             // a sampler option given (bench is greedy otherwise)
   std::vector<int> bench_sessions;      // bench --sessions: session counts, one row each
   double bandwidth_gbs = 0;             // bench --sessions: read bandwidth; 0 = measure
   bool raw = false;
@@ -65,6 +66,7 @@ void Usage(FILE* out = stderr) {
                "       llm bench [-m MODEL] --sessions 1,2,4,8,16 [-p N] [-n N] [-r R] [--bandwidth-gbs X]\n"
                "                 concurrent sessions, one thread each: aggregate decode tokens/s,\n"
                "                 inter-token latency (-p defaults to 32, -n to 64 in this mode)\n"
+               "                 (bench samples greedily unless a sampler option below is given)\n"
                "options:\n"
                "  -m, --model PATH      GGUF model (default: $LLM_MODEL_PATH or the SmolLM2 cache)\n"
                "  -p, --prompt TEXT     prompt (run) / prompt tokens (bench)\n"
@@ -135,11 +137,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "-t" || a == "--threads") o->n_threads = std::atoi(next("--threads"));
     else if (a == "-r" || a == "--repeats") o->repeats = std::atoi(next("--repeats"));
     else if (a == "--no-warmup") o->warmup = false;
-    else if (a == "--temp") o->session.sampler.temperature = std::strtof(next("--temp"), nullptr);
-    else if (a == "--top-k") o->session.sampler.top_k = std::atoi(next("--top-k"));
-    else if (a == "--top-p") o->session.sampler.top_p = std::strtof(next("--top-p"), nullptr);
-    else if (a == "--min-p") o->session.sampler.min_p = std::strtof(next("--min-p"), nullptr);
-    else if (a == "--repeat-penalty") o->session.sampler.repeat_penalty = std::strtof(next("--repeat-penalty"), nullptr);
+    else if (a == "--temp") o->session.sampler.temperature = std::strtof(next("--temp"), nullptr), o->sampler_set = true;
+    else if (a == "--top-k") o->session.sampler.top_k = std::atoi(next("--top-k")), o->sampler_set = true;
+    else if (a == "--top-p") o->session.sampler.top_p = std::strtof(next("--top-p"), nullptr), o->sampler_set = true;
+    else if (a == "--min-p") o->session.sampler.min_p = std::strtof(next("--min-p"), nullptr), o->sampler_set = true;
+    else if (a == "--repeat-penalty") o->session.sampler.repeat_penalty = std::strtof(next("--repeat-penalty"), nullptr), o->sampler_set = true;
     else if (a == "--seed") o->session.seed = std::strtoull(next("--seed"), nullptr, 10);
     else if (a == "--kv-f32") o->session.kv_type = LLM_KV_F32;
     else if (a == "--stop") o->stop.push_back(next("--stop"));
@@ -496,7 +498,7 @@ struct SessionsResult {
 
 // One round: n_sessions sessions on as many threads each prefill a distinct
 // n_prompt_bench-token prompt; once all have (a barrier), all decode
-// n_predict tokens greedily. The inter-token latency of a session is the time
+// n_predict tokens (greedily unless a sampler option was given). The inter-token latency of a session is the time
 // from the start of the decode phase to its first token, then between
 // consecutive llm_session_decode returns. salt makes the prompts differ from
 // every earlier round's: libllm 0.2 keeps freed sessions' full KV blocks for
@@ -619,7 +621,7 @@ int BenchSessions(Options& o) {
   llm_model_info info;
   llm_model_info_init(&info);
   llm_model_get_info(model, &info);
-  o.session.sampler.temperature = 0;
+  if (!o.sampler_set) o.session.sampler.temperature = 0;  // greedy unless asked
   if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -718,7 +720,7 @@ int Bench(Options& o) {
   llm_model_info info;
   llm_model_info_init(&info);
   llm_model_get_info(model, &info);
-  o.session.sampler.temperature = 0;
+  if (!o.sampler_set) o.session.sampler.temperature = 0;  // greedy unless asked
   if (o.session.n_ctx == 0) o.session.n_ctx = o.n_prompt_bench + o.n_predict + 1;
   std::vector<double> prefill_tps, decode_tps;
   // Repeat 0 uses the ids tools/bench_peer.py uses; later repeats shift
