@@ -330,6 +330,7 @@ void BM_QuantMatMulPacked(benchmark::State& state, DType t) {
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_0, DType::kQ4_0)
     ->ArgsProduct({{8192}, {2048}, {1, 16, 512}, {1, 2}, {0, 1}})
     ->Args({512, 2048, 1, 1, 1})
+    ->Args({1536, 576, 16, 1, 1})  // SmolLM2's ffn_up, 16 sessions' rows
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_1, DType::kQ4_1)
     ->ArgsProduct({{8192}, {2048}, {1}, {1, 2}, {0, 1}})
