@@ -137,11 +137,17 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "-t" || a == "--threads") o->n_threads = std::atoi(next("--threads"));
     else if (a == "-r" || a == "--repeats") o->repeats = std::atoi(next("--repeats"));
     else if (a == "--no-warmup") o->warmup = false;
-    else if (a == "--temp") o->session.sampler.temperature = std::strtof(next("--temp"), nullptr), o->sampler_set = true;
-    else if (a == "--top-k") o->session.sampler.top_k = std::atoi(next("--top-k")), o->sampler_set = true;
-    else if (a == "--top-p") o->session.sampler.top_p = std::strtof(next("--top-p"), nullptr), o->sampler_set = true;
-    else if (a == "--min-p") o->session.sampler.min_p = std::strtof(next("--min-p"), nullptr), o->sampler_set = true;
-    else if (a == "--repeat-penalty") o->session.sampler.repeat_penalty = std::strtof(next("--repeat-penalty"), nullptr), o->sampler_set = true;
+    else if (a == "--temp" || a == "--top-k" || a == "--top-p" || a == "--min-p" ||
+             a == "--repeat-penalty") {
+      llm_sampler_params& sp = o->session.sampler;
+      const char* v = next(a.c_str());
+      if (a == "--temp") sp.temperature = std::strtof(v, nullptr);
+      else if (a == "--top-k") sp.top_k = std::atoi(v);
+      else if (a == "--top-p") sp.top_p = std::strtof(v, nullptr);
+      else if (a == "--min-p") sp.min_p = std::strtof(v, nullptr);
+      else sp.repeat_penalty = std::strtof(v, nullptr);
+      o->sampler_set = true;
+    }
     else if (a == "--seed") o->session.seed = std::strtoull(next("--seed"), nullptr, 10);
     else if (a == "--kv-f32") o->session.kv_type = LLM_KV_F32;
     else if (a == "--stop") o->stop.push_back(next("--stop"));
@@ -498,9 +504,10 @@ struct SessionsResult {
 
 // One round: n_sessions sessions on as many threads each prefill a distinct
 // n_prompt_bench-token prompt; once all have (a barrier), all decode
-// n_predict tokens (greedily unless a sampler option was given). The inter-token latency of a session is the time
-// from the start of the decode phase to its first token, then between
-// consecutive llm_session_decode returns. salt makes the prompts differ from
+// n_predict tokens (greedily unless a sampler option was given). The
+// inter-token latency of a session is the time from the start of the decode
+// phase to its first token, then between consecutive llm_session_decode
+// returns. salt makes the prompts differ from
 // every earlier round's: libllm 0.2 keeps freed sessions' full KV blocks for
 // prefix reuse, and a repeated prompt would skip most of its prefill.
 llm_status RunSessionsRound(llm_model* model, const Options& o, int32_t n_vocab, int n_sessions, int salt,
