@@ -57,6 +57,11 @@ std::vector<uint8_t> RandomQuantWeights(DType t, int64_t n_out, int64_t n_in) {
       case DType::kQ6_K:  // ql, qh, scales, then d
         std::memcpy(&w[off + block - 2], &dk, 2);
         break;
+      case DType::kF16: {  // finite weights in [-1, 1] (random bits hold NaNs)
+        const uint16_t h = F32ToF16(static_cast<float>(rng() % 2001) / 1000.0f - 1.0f);
+        std::memcpy(&w[off], &h, 2);
+        break;
+      }
       default:  // Q4_0, Q8_0, Q5_0, IQ4_NL, IQ4_XS: d first
         std::memcpy(&w[off], &d, 2);
         break;
@@ -105,6 +110,12 @@ BENCHMARK_CAPTURE(BM_QuantMatMul, Q8_0, DType::kQ8_0)
     ->Args({49152, 576, 1, 1})
     ->Args({49152, 576, 16, 1})
     ->Args({49152, 576, 1, 2})
+    ->UseRealTime();
+// F16 batches at the AVX2 level (PlainBatchKernel; oneDNN at AVX-512): the
+// TinyLlama shapes' ffn_up (2048 -> 5632) and ffn_down, a 128-token chunk.
+BENCHMARK_CAPTURE(BM_QuantMatMul, F16, DType::kF16)
+    ->Args({5632, 2048, 128, 1})
+    ->Args({2048, 5632, 128, 1})
     ->UseRealTime();
 
 // The K-quant kernels (Q8_K activations) at a chosen SIMD level. Args:
