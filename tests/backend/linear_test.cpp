@@ -2,7 +2,8 @@
 // kGemvMaxRows, where the default path is oneDNN for these weight types) has
 // the bits of the same row multiplied alone, at every SIMD level, with and
 // without threads. Without the flag the 40-row result is still the same
-// product (within f32 rounding), whichever kernel computes it.
+// product (within f32 rounding), whichever kernel computes it, and the same
+// bits where QuantMatMul batches the plain types (AVX2, AVX-512).
 #include "backend/cpu/linear.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/dequantize.h"
+#include "backend/cpu/quant_matmul.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "backend/cpu/thread_pool.h"
@@ -82,6 +84,12 @@ TEST(LinearTest, BatchInvariantRowsEqualSingleRowsBitExact) {
         ASSERT_TRUE(Linear(w, x.data(), kRows, base.data(), dflt).ok());
         for (size_t i = 0; i < all.size(); ++i) {
           ASSERT_NEAR(base[i], all[i], 1e-5 * static_cast<double>(s.n_in)) << "i=" << i;
+        }
+        // Where QuantMatMul batches the plain types at this level (AVX2;
+        // AVX-512 up to qmm::kAvx512PlainBatchMaxRows rows), the default mode
+        // runs that kernel too: the one-row bits without asking.
+        if (QuantMatMulBatchesPlainType(s.type, kRows)) {
+          EXPECT_EQ(0, std::memcmp(base.data(), all.data(), all.size() * sizeof(float)));
         }
       }
     }

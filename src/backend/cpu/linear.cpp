@@ -14,9 +14,11 @@ namespace llm {
 
 namespace {
 
+// (The opt-in bf16 prefill keeps its GEMM for every batch beyond
+// kGemvMaxRows rows.)
 bool UsesQuantMatMul(const Weight& w, int64_t n_rows, const LinearContext& ctx) {
   return n_rows <= kGemvMaxRows || ctx.batch_invariant || QuantMatMulQuantizesActivations(w.type) ||
-         QuantMatMulBatchesPlainType(w.type);
+         (QuantMatMulBatchesPlainType(w.type, n_rows) && !ctx.prefill_bf16);
 }
 
 // fn(begin, end) over [0, n), split across the n_threads OpenMP threads that

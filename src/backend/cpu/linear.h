@@ -13,7 +13,8 @@
 //    oneDNN (backend/cpu/matmul.h) -- unless
 //    LinearContext::batch_invariant asks for QuantMatMul at every row count,
 //    or QuantMatMul has a faster batch kernel with the one-row bits for the
-//    type at this SIMD level (QuantMatMulBatchesPlainType: AVX2).
+//    type, row count and SIMD level (QuantMatMulBatchesPlainType: AVX2, and
+//    AVX-512 up to 128 rows).
 #pragma once
 
 #include <cstdint>

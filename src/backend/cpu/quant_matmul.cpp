@@ -268,7 +268,9 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // kquant_tiled_avx2.cpp (Q4_K / Q5_K / Q6_K, tiled order from
   // kTiledMinRows rows unless batch invariant); it also runs F32 / F16 /
   // BF16 batches on a tile kernel in the one-row kernel's order
-  // (Avx2PlainBatchKernel), where the AVX-512 level leaves them to oneDNN.
+  // (Avx2PlainBatchKernel); the AVX-512 level has its own
+  // (Avx512PlainBatchKernel) for batches up to kAvx512PlainBatchMaxRows
+  // rows and leaves larger ones to oneDNN.
   static_assert(qmm::kAmxMinRows >= qmm::kTiledMinRows);
   const SimdLevel level = ActiveSimdLevel();
   const bool avx512 = level == SimdLevel::kAvx512;
@@ -277,7 +279,7 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // The kernel for out from the above, or nullptr (PickKernel's then).
   auto batch_kernel_of = [&](const QuantMatMulOutput& out) -> qmm::Kernel {
     if (level == SimdLevel::kAvx2) {
-      if (QuantMatMulBatchesPlainType(out.wtype)) {
+      if (QuantMatMulBatchesPlainType(out.wtype, n_rows)) {
         return n_rows >= 2 ? qmm::Avx2PlainBatchKernel(out.wtype) : nullptr;
       }
       if (!qmm::UsesQ8KActs(out.wtype)) {
@@ -286,6 +288,11 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
       return tiled_k ? qmm::KQuantTiledAvx2Kernel(out.wtype) : nullptr;
     }
     if (!avx512) return nullptr;
+    if (out.wtype == DType::kF32 || out.wtype == DType::kF16 || out.wtype == DType::kBF16) {
+      // The batches that reach QuantMatMul (QuantMatMulBatchesPlainType;
+      // batch-invariant products of any size).
+      return n_rows >= 2 ? qmm::Avx512PlainBatchKernel(out.wtype) : nullptr;
+    }
     if (qmm::UsesQ8KActs(out.wtype)) {
       if (!tiled_k) return nullptr;
       return amx ? qmm::KQuantAmxKernel(out.wtype) : qmm::KQuantTiledAvx512Kernel(out.wtype);
@@ -296,7 +303,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
   // (The AVX2 kernels read the activations as quantized.)
   bool q_tiles_needed = false, k_tiles_needed = false;
   for (int i = 0; i < n_outputs && avx512; ++i) {
-    if (batch_kernel_of(outputs[i]) == nullptr) continue;
+    if (batch_kernel_of(outputs[i]) == nullptr ||
+        !QuantMatMulQuantizesActivations(outputs[i].wtype)) {
+      continue;  // (the plain types' kernel reads Acts::x)
+    }
     (qmm::UsesQ8KActs(outputs[i].wtype) ? k_tiles_needed : q_tiles_needed) = true;
   }
   std::vector<int8_t> q, q_tiles;
@@ -480,9 +490,11 @@ bool QuantMatMulReadsRows16(DType t) {
   return ActiveSimdLevel() != SimdLevel::kScalar && rows16::Supports(t);
 }
 
-bool QuantMatMulBatchesPlainType(DType t) {
-  return ActiveSimdLevel() == SimdLevel::kAvx2 &&
-         (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16);
+bool QuantMatMulBatchesPlainType(DType t, int64_t n_rows) {
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) return false;
+  const SimdLevel level = ActiveSimdLevel();
+  return level == SimdLevel::kAvx2 ||
+         (level == SimdLevel::kAvx512 && n_rows <= qmm::kAvx512PlainBatchMaxRows);
 }
 
 bool QuantMatMulQuantizesActivations(DType t) {

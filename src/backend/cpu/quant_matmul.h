@@ -71,13 +71,15 @@ class ThreadPool;
 // QuantMatMul for every row count with these types.
 bool QuantMatMulQuantizesActivations(DType t);
 
-// Whether QuantMatMul runs batches of F32 / F16 / BF16 weights (type t) on
-// a batch kernel of the active SIMD level that keeps the one-row kernel's
-// bits: at the AVX2 level (Avx2PlainBatchKernel), where it is faster than
-// oneDNN's f32 GEMM on weights converted per pass (1B F16 pp512 on Zen 3,
-// 2 threads: 1.33x, 3 alternating rounds), needs no f32 copy of the matrix
-// and is batch invariant. Linear then takes QuantMatMul for every row count.
-bool QuantMatMulBatchesPlainType(DType t);
+// Whether QuantMatMul runs a batch of n_rows rows against F32 / F16 / BF16
+// weights (type t) on a batch kernel of the active SIMD level that keeps the
+// one-row kernel's bits, needs no f32 copy of the matrix and is batch
+// invariant; Linear then takes QuantMatMul instead of oneDNN's f32 GEMM on
+// weights converted per call. At the AVX2 level for every row count (1B
+// F16 pp512 on Zen 3, 2 threads: 1.33x oneDNN, 3 alternating rounds); at
+// the AVX-512 level up to kAvx512PlainBatchMaxRows rows
+// (quant_matmul_kernels.h), where the conversion dominates oneDNN's call.
+bool QuantMatMulBatchesPlainType(DType t, int64_t n_rows);
 
 // Whether QuantMatMul's kernels at the active SIMD level read a rows16 copy
 // of a weight of type t (QuantMatMulOutput::packed, packed_weight.h): Q4_0,

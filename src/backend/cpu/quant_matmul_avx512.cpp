@@ -99,9 +99,111 @@ void PlainKernel16(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_e
          float* out) { PlainRows16<T, decltype(rows_c)::value>(rows, next, x, n, out); });
 }
 
+// A tile of RW weight rows x RA activation rows of a plain-type product:
+// out[a * out_stride + r] = sum_i w[r][i] * x[a][i], each output in
+// PlainRows16's order (acc0 / acc1 over 32-element steps, one 16-element
+// step into acc0, _mm512_reduce_add_ps(acc0 + acc1), the tail with scalar
+// FMAs), so a batch gives the one-row kernel's bits. Per 16-element half
+// step the RA activation vectors are loaded once and each weight vector
+// converted once for them: 4 x 3 is 24 accumulators, 3 activations and 1
+// weight in the 32 registers, 4 conversions and 3 loads per 12 fmas, where
+// the one-row kernel converts every weight vector for each activation row.
+template <DType T, int RW, int RA>
+void PlainTile16(const char* w, size_t row_bytes, const float* x, size_t x_stride, int64_t n,
+                 float* out, size_t out_stride) {
+  __m512 acc0[RW][RA], acc1[RW][RA];
+  for (int r = 0; r < RW; ++r) {
+    for (int a = 0; a < RA; ++a) acc0[r][a] = acc1[r][a] = _mm512_setzero_ps();
+  }
+  // acc[r][a] += w[r][i .. i + 15] * x[a][i .. i + 15]
+  auto half_step = [&](__m512(&acc)[RW][RA], int64_t i) {
+    __m512 xv[RA];
+    for (int a = 0; a < RA; ++a) {
+      xv[a] = _mm512_loadu_ps(x + a * x_stride + i);
+      asm("" : "+v"(xv[a]));  // in a register for the RW fmas
+    }
+    for (int r = 0; r < RW; ++r) {
+      const __m512 wv = Load16<T>(w + r * row_bytes, i);
+      for (int a = 0; a < RA; ++a) acc[r][a] = _mm512_fmadd_ps(wv, xv[a], acc[r][a]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    half_step(acc0, i);
+    half_step(acc1, i + 16);
+  }
+  if (i + 16 <= n) {
+    half_step(acc0, i);
+    i += 16;
+  }
+  for (int r = 0; r < RW; ++r) {
+    const char* row = w + r * row_bytes;
+    for (int a = 0; a < RA; ++a) {
+      __m128 sum = _mm_set_ss(_mm512_reduce_add_ps(_mm512_add_ps(acc0[r][a], acc1[r][a])));
+      for (int64_t k = i; k < n; ++k) {
+        sum = _mm_fmadd_ss(_mm_set_ss(Load1<T>(row, k)), _mm_set_ss(x[a * x_stride + k]), sum);
+      }
+      out[a * out_stride + r] = _mm_cvtss_f32(sum);
+    }
+  }
+}
+
+// RA activation rows from r0 against weight rows o_begin .. o_end in fours.
+template <DType T, int RA>
+void PlainTileRows16(const char* base, size_t row_bytes, int64_t o_begin, int64_t o_end,
+                     const qmm::Acts& a, int64_t r0, float* y, size_t y_stride) {
+  const float* x = a.x + r0 * a.x_stride;
+  float* out = y + r0 * y_stride;
+  int64_t o = o_begin;
+  for (; o + 4 <= o_end; o += 4) {
+    PlainTile16<T, 4, RA>(base + o * row_bytes, row_bytes, x, a.x_stride, a.n_in, out + o,
+                          y_stride);
+  }
+  for (; o < o_end; ++o) {
+    PlainTile16<T, 1, RA>(base + o * row_bytes, row_bytes, x, a.x_stride, a.n_in, out + o,
+                          y_stride);
+  }
+}
+
+// The plain-type batch kernel (2+ activation rows; quant_matmul_kernels.h),
+// blocked as the AVX2 level's PlainBatchKernel: weight rows in blocks of
+// about kPlainBlockBytes, which stay in L2 while every activation row passes
+// by 3 (the last 1 or 2). PlainTile16's bits whatever the tile, which are
+// PlainKernel16's.
+template <DType T>
+void PlainBatchKernel16(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
+                        const qmm::Acts& a, float* y, size_t y_stride, float* /*scratch*/) {
+  const int64_t row_span = a.n_in * (T == DType::kF32 ? 4 : 2);
+  const int64_t fit = row_span > 0 ? qmm::kPlainBlockBytes / row_span / 4 * 4 : 4;
+  const int64_t block = fit > 4 ? fit : 4;
+  const char* base = static_cast<const char*>(W);
+  for (int64_t ob = o_begin; ob < o_end; ob += block) {
+    const int64_t oe = o_end - ob < block ? o_end : ob + block;
+    int64_t r = 0;
+    for (; r + 3 <= a.n_rows; r += 3) {
+      PlainTileRows16<T, 3>(base, row_bytes, ob, oe, a, r, y, y_stride);
+    }
+    if (a.n_rows - r == 2) PlainTileRows16<T, 2>(base, row_bytes, ob, oe, a, r, y, y_stride);
+    if (a.n_rows - r == 1) PlainTileRows16<T, 1>(base, row_bytes, ob, oe, a, r, y, y_stride);
+  }
+}
+
 }  // namespace
 
 namespace qmm {
+Kernel Avx512PlainBatchKernel(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return &PlainBatchKernel16<DType::kF32>;
+    case DType::kF16:
+      return &PlainBatchKernel16<DType::kF16>;
+    case DType::kBF16:
+      return &PlainBatchKernel16<DType::kBF16>;
+    default:
+      return nullptr;
+  }
+}
+
 Kernel Avx512Kernel(DType t) {
   switch (t) {
     case DType::kF32:

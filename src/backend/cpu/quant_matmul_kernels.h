@@ -125,6 +125,14 @@ constexpr int64_t kAvx2BlockOrderScratchFloats =
 // quarter of a 512 KiB L2 (Zen 3's; Intel's are larger), so the block and
 // three activation rows stay there while the rows pass.
 constexpr int64_t kPlainBlockBytes = 128 * 1024;
+// The largest plain-type batch the AVX-512 level runs on its batch kernel
+// (Avx512PlainBatchKernel) rather than oneDNN's f32 GEMM, which first
+// converts the whole matrix: 1B F16 on Zen 4, 2 threads, 2 alternating
+// rounds, tokens/s oneDNN -> batch kernel: pp16 50 -> 76, pp32 40-46 ->
+// 78-92, pp128 74-81 -> 78-100. At 256 rows (a full prefill chunk) Zen 4
+// gained 5 % more but Intel's AVX-512 cores, with two full-width FMA units
+// for oneDNN's kernel, were not measured, so oneDNN keeps those.
+constexpr int64_t kAvx512PlainBatchMaxRows = 128;
 // The AMX batch kernel (quant_matmul_amx.cpp): Q4_0 and Q8_0 products of
 // kAmxMinRows or more activation rows on AMX machines (AmxActive). It sums
 // each 32-block exactly in int32 and then per block in f32 (the per-block
@@ -223,6 +231,10 @@ Kernel Avx2BlockOrderKernel(DType t, bool packed);
 // the one-row kernel's order (Avx2Kernel's), so batches of these types are
 // row invariant without oneDNN's GEMM. For 2+ activation rows.
 Kernel Avx2PlainBatchKernel(DType t);
+// The AVX-512 level's (quant_matmul_avx512.cpp, PlainBatchKernel16): the
+// same tiles with 16 lanes, in PlainKernel16's order; batches of 2 ..
+// kAvx512PlainBatchMaxRows rows and batch-invariant ones.
+Kernel Avx512PlainBatchKernel(DType t);
 // The K-quant AMX kernel for t (Q4_K, Q5_K, Q6_K, else nullptr) on GGUF
 // rows; call only when AmxActive().
 Kernel KQuantAmxKernel(DType t);
