@@ -148,44 +148,18 @@ void PlainTile16(const char* w, size_t row_bytes, const float* x, size_t x_strid
   }
 }
 
-// RA activation rows from r0 against weight rows o_begin .. o_end in fours.
-template <DType T, int RA>
-void PlainTileRows16(const char* base, size_t row_bytes, int64_t o_begin, int64_t o_end,
-                     const qmm::Acts& a, int64_t r0, float* y, size_t y_stride) {
-  const float* x = a.x + r0 * a.x_stride;
-  float* out = y + r0 * y_stride;
-  int64_t o = o_begin;
-  for (; o + 4 <= o_end; o += 4) {
-    PlainTile16<T, 4, RA>(base + o * row_bytes, row_bytes, x, a.x_stride, a.n_in, out + o,
-                          y_stride);
-  }
-  for (; o < o_end; ++o) {
-    PlainTile16<T, 1, RA>(base + o * row_bytes, row_bytes, x, a.x_stride, a.n_in, out + o,
-                          y_stride);
-  }
-}
-
 // The plain-type batch kernel (2+ activation rows; quant_matmul_kernels.h),
-// blocked as the AVX2 level's PlainBatchKernel: weight rows in blocks of
-// about kPlainBlockBytes, which stay in L2 while every activation row passes
-// by 3 (the last 1 or 2). PlainTile16's bits whatever the tile, which are
-// PlainKernel16's.
+// walked as the AVX2 level's (WalkPlainBatch): PlainTile16's bits whatever
+// the tile, which are PlainKernel16's.
 template <DType T>
 void PlainBatchKernel16(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                         const qmm::Acts& a, float* y, size_t y_stride, float* /*scratch*/) {
-  const int64_t row_span = a.n_in * (T == DType::kF32 ? 4 : 2);
-  const int64_t fit = row_span > 0 ? qmm::kPlainBlockBytes / row_span / 4 * 4 : 4;
-  const int64_t block = fit > 4 ? fit : 4;
-  const char* base = static_cast<const char*>(W);
-  for (int64_t ob = o_begin; ob < o_end; ob += block) {
-    const int64_t oe = o_end - ob < block ? o_end : ob + block;
-    int64_t r = 0;
-    for (; r + 3 <= a.n_rows; r += 3) {
-      PlainTileRows16<T, 3>(base, row_bytes, ob, oe, a, r, y, y_stride);
-    }
-    if (a.n_rows - r == 2) PlainTileRows16<T, 2>(base, row_bytes, ob, oe, a, r, y, y_stride);
-    if (a.n_rows - r == 1) PlainTileRows16<T, 1>(base, row_bytes, ob, oe, a, r, y, y_stride);
-  }
+  WalkPlainBatch<T>(W, row_bytes, o_begin, o_end, a, y, y_stride,
+                    [](auto rw, auto ra, const char* w, size_t rb, const float* x, size_t xs,
+                       int64_t n, float* out, size_t os) {
+                      PlainTile16<T, decltype(rw)::value, decltype(ra)::value>(w, rb, x, xs, n,
+                                                                               out, os);
+                    });
 }
 
 }  // namespace
