@@ -127,9 +127,10 @@ constexpr int64_t kAvx2BlockOrderScratchFloats =
 constexpr int64_t kPlainBlockBytes = 128 * 1024;
 // The largest plain-type batch the AVX-512 level runs on its batch kernel
 // (Avx512PlainBatchKernel) rather than oneDNN's f32 GEMM, which first
-// converts the whole matrix: 1B F16 on Zen 4, 2 threads, 2 alternating
-// rounds, tokens/s oneDNN -> batch kernel: pp16 50 -> 76, pp32 40-46 ->
-// 78-92, pp128 74-81 -> 78-100. At 256 rows (a full prefill chunk) Zen 4
+// converts the whole matrix: 1B F16 on Zen 4, 2 threads, alternating
+// builds, tokens/s oneDNN -> batch kernel: pp16 50 -> 74 and pp64 61 -> 93
+// (medians of 3 rounds), pp32 40-46 -> 78-92 and pp128 74-81 -> 78-100 (2
+// rounds). At 256 rows (a full prefill chunk) Zen 4
 // gained 5 % more but Intel's AVX-512 cores, with two full-width FMA units
 // for oneDNN's kernel, were not measured, so oneDNN keeps those.
 constexpr int64_t kAvx512PlainBatchMaxRows = 128;
