@@ -457,6 +457,70 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({1024, 0, 0})
     ->Args({1024, 0, 16});
 
+// Decode attention of one token per session, sessions' caches read from
+// memory as in a batch of sessions' step (each layer's weights evict the
+// caches' rows between layers): SmolLM2 heads (9 / 3, head_dim 64), f16 KV
+// in blocks laid out as the KV pool's (kv/kv_layout.h: 16 positions of all
+// 30 layers per block, ~368 KB), n_kv positions per session, the sessions'
+// blocks and layers cycled through ~256 MiB. Args: n_kv, huge pages
+// (1: the CPU backend's KV slabs, cpu_kv_storage.h; 0: 4 KiB pages).
+// Bytes = the K and V read.
+void BM_AttentionDecodeFromMemory(benchmark::State& state) {
+  const int64_t n_kv = state.range(0), n_head = 9, n_head_kv = 3, hd = 64, bt = 16;
+  const bool huge = state.range(1) != 0;
+  const int64_t n_layer = 30;
+  const int64_t n_blocks = (n_kv + bt - 1) / bt;
+  const size_t row = static_cast<size_t>(n_head_kv * hd);
+  const size_t half = static_cast<size_t>(bt) * row * 2;  // bytes of a layer's K (or V)
+  const size_t block_bytes = static_cast<size_t>(n_layer) * 2 * half;
+  const size_t copies = (size_t{256} << 20) / (static_cast<size_t>(n_blocks) * block_bytes);
+  const size_t bytes = copies * static_cast<size_t>(n_blocks) * block_bytes;
+  std::vector<uint8_t> small_pages;
+  WeightBuffer huge_pages;
+  uint8_t* pool = nullptr;
+  if (huge) {
+    huge_pages = AllocateWeightBuffer(bytes);
+    pool = huge_pages.data.get();
+  } else {
+    small_pages.resize(bytes);
+    pool = small_pages.data();
+  }
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < bytes; i += 2) {
+    const uint16_t h = F32ToF16(u(rng));
+    std::memcpy(pool + i, &h, 2);
+  }
+  // blocks[c * n_blocks + b]: block b of copy c.
+  std::vector<const uint8_t*> blocks(copies * static_cast<size_t>(n_blocks));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = pool + i * block_bytes;
+  std::vector<float> q(n_head * hd), out(n_head * hd);
+  for (float& x : q) x = u(rng);
+  KvView kv;
+  kv.block_tokens = bt;
+  kv.f16 = true;
+  kv.n_head_kv = n_head_kv;
+  kv.head_dim = hd;
+  kv.row_stride = row;
+  // Call i reads copy i % copies, layer (i / copies) % n_layer: every byte
+  // of the pool in turn, so the rows come from memory.
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t c = i % copies, layer = (i / copies) % static_cast<size_t>(n_layer);
+    kv.blocks = blocks.data() + c * static_cast<size_t>(n_blocks);
+    kv.k_offset = layer * 2 * half;
+    kv.v_offset = kv.k_offset + half;
+    auto s = Attention(q.data(), 1, n_head, n_kv - 1, kv, out.data(), nullptr);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.data());
+    ++i;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(2 * n_kv * row * 2));
+  state.SetLabel(SimdLevelName(ActiveSimdLevel()));
+}
+BENCHMARK(BM_AttentionDecodeFromMemory)->ArgsProduct({{96, 512}, {0, 1}});
+
 // Prefill attention of n_q new tokens from position 0 (causal), one thread,
 // f16 cache in one block. Args: n_q, n_head, n_head_kv (head_dim 64):
 // SmolLM2 9 / 3, TinyLlama 32 / 4. FLOP/s counts q.k and the weighted V sum

@@ -376,9 +376,16 @@ void AttendHeadsOneToken(const float* q, int64_t n_kv, int64_t g, const attn::Kv
     const __m512 v = _mm512_loadu_ps(q + i);
     _mm512_storeu_ps(qr + i, kv.f16 ? RoundF16x16(v) : v);
   }
+  // K rows kKvPrefetchAhead positions ahead, V rows with their K rows
+  // (attention_kernels.h).
+  for (int64_t p = 0; p < n_kv && p < attn::kKvPrefetchAhead; ++p)
+    attn::PrefetchHeadRow(kv, kv.k[p], g);
   // lanes[h]: the 16 lanes whose _mm512_reduce_add_ps is head h's q.k at
   // position p.
   auto lane_sums = [&](int64_t p, __m512* lanes) {
+    if (p + attn::kKvPrefetchAhead < n_kv)
+      attn::PrefetchHeadRow(kv, kv.k[p + attn::kKvPrefetchAhead], g);
+    attn::PrefetchHeadRow(kv, kv.v[p], g);
     const uint8_t* k_row = kv.k[p];
     __m512 a[N][4];
     for (int h = 0; h < N; ++h) {

@@ -6,20 +6,7 @@
 #include "core/status.h"
 
 namespace llm {
-namespace {
-
-// Block storage alignment (cache line; also covers every SIMD load width used
-// on KV rows, whose offsets inside a block are multiples of 64 bytes for the
-// head sizes models use).
-constexpr size_t kBlockAlign = 64;
-
-}  // namespace
-
 CpuKvStorage::CpuKvStorage(size_t block_bytes) : block_bytes_(block_bytes) {}
-
-CpuKvStorage::~CpuKvStorage() {
-  for (uint8_t* slab : slabs_) ::operator delete[](slab, std::align_val_t(kBlockAlign));
-}
 
 bool CpuKvStorage::AddBlocks(int32_t first, int64_t n) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
@@ -27,13 +14,13 @@ bool CpuKvStorage::AddBlocks(int32_t first, int64_t n) noexcept {
   try {
     slabs_.reserve(slabs_.size() + 1);
     bases_.reserve(bases_.size() + static_cast<size_t>(n));
+    // Page-aligned (2 MiB-aligned from 2 MiB up), so every block is 64-byte
+    // aligned: block_bytes is a multiple of 64 for the head sizes models use.
+    slabs_.push_back(AllocateWeightBuffer(static_cast<size_t>(n) * block_bytes_));
   } catch (const std::bad_alloc&) {
     return false;
   }
-  auto* slab = static_cast<uint8_t*>(::operator new[](static_cast<size_t>(n) * block_bytes_,
-                                                      std::align_val_t(kBlockAlign), std::nothrow));
-  if (slab == nullptr) return false;
-  slabs_.push_back(slab);  // capacity reserved: no throw
+  uint8_t* slab = slabs_.back().data.get();
   for (int64_t i = 0; i < n; ++i) bases_.push_back(slab + static_cast<size_t>(i) * block_bytes_);
   return true;
 }

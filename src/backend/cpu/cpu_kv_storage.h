@@ -1,6 +1,16 @@
 // KV block storage in host memory (kv/kv_storage.h): slabs of blocks,
-// 64-byte aligned, never moved, so a block's address is stable for the
+// page-aligned, never moved, so a block's address is stable for the
 // storage's lifetime. The CPU kernels address KV through Bases().
+//
+// Slabs are anonymous mappings advised for transparent huge pages (as the
+// weights' copies, weight_buffer.h). A block holds every layer's rows of 16
+// positions (kv/kv_layout.h), so one layer's attention over a session
+// touches a few rows in each of its blocks; on 4 KiB pages a batch of
+// sessions' step missed the TLB on nearly every block it read (16
+// SmolLM2-shape sessions, ~35 MB of KV: ~290 pages per layer). Memory:
+// pages become resident as blocks are first written, in 2 MiB steps where
+// the host grants huge pages (the unused rest of a slab's last huge page,
+// < 2 MiB per slab, is the extra).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +18,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "backend/cpu/weight_buffer.h"
 #include "kv/kv_storage.h"
 
 namespace llm {
@@ -15,7 +26,6 @@ namespace llm {
 class CpuKvStorage : public KvStorage {
  public:
   explicit CpuKvStorage(size_t block_bytes);
-  ~CpuKvStorage() override;
 
   bool AddBlocks(int32_t first, int64_t n) noexcept override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
@@ -34,7 +44,7 @@ class CpuKvStorage : public KvStorage {
   // Guards slabs_ and bases_: the pool grows the storage from any session's
   // thread while the scheduler thread reads addresses.
   mutable std::mutex mu_;
-  std::vector<uint8_t*> slabs_;  // owned, aligned allocations
+  std::vector<WeightBuffer> slabs_;
   std::vector<uint8_t*> bases_;  // [blocks with storage]
 };
 
