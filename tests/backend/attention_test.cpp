@@ -568,5 +568,60 @@ TEST(AttentionTest, RowsKernelsEqualPerRowKernelsBitExact) {
   }
 }
 
+
+// The AVX2 one-token heads kernel (several heads of one kv head per pass
+// over K and V, 3 at a time, 4 as 2 + 2) gives every head the bits of the
+// AVX2 one-token per-head kernel, for 1 .. 8 heads, head sizes that are
+// multiples of 32, both cache types, and position counts with tails of
+// every length (1 .. 83).
+TEST(AttentionTest, Avx2OneTokenHeadsKernelEqualsPerHeadKernelBitExact) {
+  const std::vector<SimdLevel> levels = SupportedLevels();
+  if (std::find(levels.begin(), levels.end(), SimdLevel::kAvx2) == levels.end()) {
+    GTEST_SKIP() << "no AVX2 on this host";
+  }
+  const attn::AttendFn one = attn::Avx2AttendOneToken();
+  const attn::AttendHeadsFn heads = attn::Avx2AttendOneTokenHeads();
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int64_t hd : {32, 64, 96, 128}) {
+    for (bool f16 : {true, false}) {
+      const int64_t n_pos = 83, n_head_kv = 2, g = 1;
+      const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
+      std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
+      for (size_t i = 0; i < d.k.size(); ++i) {
+        k16[i] = F32ToF16(d.k[i]);
+        v16[i] = F32ToF16(d.v[i]);
+      }
+      std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const size_t at = static_cast<size_t>(p) * d.stride;
+        k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
+                        : reinterpret_cast<const uint8_t*>(d.k.data() + at);
+        v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
+                        : reinterpret_cast<const uint8_t*>(d.v.data() + at);
+      }
+      attn::KvRows kv;
+      kv.k = k_rows.data();
+      kv.v = v_rows.data();
+      kv.f16 = f16;
+      kv.head_dim = hd;
+      std::uniform_int_distribution<int64_t> pick(1, n_pos);
+      for (int64_t n = 1; n <= 8; ++n) {
+        const int64_t n_kv = pick(rng);
+        SCOPED_TRACE("hd=" + std::to_string(hd) + " f16=" + std::to_string(f16) +
+                     " heads=" + std::to_string(n) + " n_kv=" + std::to_string(n_kv));
+        const std::vector<float> q = RandomVector(rng, n * hd, 0.1f, 2.0f);
+        std::vector<float> got(n * hd), want(hd), scores(n * n_pos), acc(n * hd);
+        heads(q.data(), n, n_kv, g, kv, 0.125f, scores.data(), acc.data(), got.data());
+        for (int64_t h = 0; h < n; ++h) {
+          one(q.data() + h * hd, n_kv, g, kv, 0.125f, scores.data(), acc.data(), want.data());
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data() + h * hd, hd * sizeof(float)))
+              << "head " << h;
+        }
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace llm

@@ -161,6 +161,8 @@ void PickAttend(int64_t n_q, int64_t hd, bool batch_invariant, int64_t window, R
     if (window == 0) r->attend_rows = attn::Avx512AttendRows();
   } else if (level == SimdLevel::kScalar) {
     r->attend = attn::ScalarAttend();
+  } else if (one_token && hd % 32 == 0) {
+    r->attend_heads = attn::Avx2AttendOneTokenHeads();
   } else {
     r->attend = one_token ? attn::Avx2AttendOneToken() : attn::Avx2Attend();
     if (!one_token && window == 0) r->attend_rows = attn::Avx2AttendRows();

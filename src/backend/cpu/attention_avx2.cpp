@@ -565,11 +565,154 @@ void AttendRowsAvx2(const float* const* q, const int64_t* n_kv, float* const* ou
   }
 }
 
+// ---- one query token, several heads of one kv head ---------------------------
+// Heads that read kv head g (GQA), N (1..3) at a time: each head's output is
+// what AttendOneToken computes for it alone (vec_dot orders for q.k and the
+// V sum, the same instructions on the same values in the same order), but
+// each K and V row is loaded and converted once for the N heads instead of
+// once per head. head_dim % 32 == 0, so q.k has no vec_dot leftovers.
+// q [N][head_dim], out [N][head_dim]; scores: N * n_kv floats, qr: N *
+// head_dim floats of scratch. 3 heads' accumulators (12) and a row fill the
+// 16 registers.
+template <int N>
+void AttendHeadsOneToken(const float* q, int64_t n_kv, int64_t g, const attn::KvRows& kv,
+                         float scale, float* scores, float* qr, float* out) {
+  const int64_t hd = kv.head_dim;
+  const size_t head_off = static_cast<size_t>(g * hd);
+  for (int64_t i = 0; i < N * hd; i += 8) {  // q in the cache's precision
+    const __m256 v = _mm256_loadu_ps(q + i);
+    _mm256_storeu_ps(qr + i, kv.f16 ? RoundF16x8(v) : v);
+  }
+  // K rows kKvPrefetchAhead positions ahead, V rows with their K rows
+  // (attention_kernels.h).
+  for (int64_t p = 0; p < n_kv && p < attn::kKvPrefetchAhead; ++p)
+    attn::PrefetchHeadRow(kv, kv.k[p], g);
+  // lanes[h] = KqLanes(kVecDot..., head h's q, k_p): four 8-lane
+  // accumulators over 32-element steps, combined (0 + 2) + (1 + 3).
+  auto lane_sums = [&](int64_t p, __m256* lanes) {
+    if (p + attn::kKvPrefetchAhead < n_kv)
+      attn::PrefetchHeadRow(kv, kv.k[p + attn::kKvPrefetchAhead], g);
+    attn::PrefetchHeadRow(kv, kv.v[p], g);
+    const uint8_t* k_row = kv.k[p];
+    __m256 a[N][4];
+    for (int h = 0; h < N; ++h) {
+      for (int j = 0; j < 4; ++j) a[h][j] = _mm256_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d += 32) {
+      for (int j = 0; j < 4; ++j) {
+        const __m256 k = Load8(k_row, kv.f16, head_off + static_cast<size_t>(d + 8 * j));
+        for (int h = 0; h < N; ++h) {
+          a[h][j] = _mm256_fmadd_ps(k, _mm256_loadu_ps(qr + h * hd + d + 8 * j), a[h][j]);
+        }
+      }
+    }
+    for (int h = 0; h < N; ++h) {
+      lanes[h] = _mm256_add_ps(_mm256_add_ps(a[h][0], a[h][2]), _mm256_add_ps(a[h][1], a[h][3]));
+    }
+  };
+  // scores = dot * scale, 8 positions per HsumHadd8; the running max as
+  // Attend keeps it (per lane, then lane by lane, then the tail).
+  const __m256 vscale = _mm256_set1_ps(scale);
+  __m256 vmax[N];
+  for (int h = 0; h < N; ++h) vmax[h] = _mm256_set1_ps(-INFINITY);
+  int64_t p = 0;
+  for (; p + 8 <= n_kv; p += 8) {
+    __m256 v[N][8], lanes[N];
+    for (int i = 0; i < 8; ++i) {
+      lane_sums(p + i, lanes);
+      for (int h = 0; h < N; ++h) v[h][i] = lanes[h];
+    }
+    for (int h = 0; h < N; ++h) {
+      const __m256 s = _mm256_mul_ps(HsumHadd8(v[h]), vscale);
+      _mm256_storeu_ps(scores + h * n_kv + p, s);
+      vmax[h] = _mm256_max_ps(s, vmax[h]);
+    }
+  }
+  float mx[N];
+  for (int h = 0; h < N; ++h) {
+    alignas(32) float m8[8];
+    _mm256_store_ps(m8, vmax[h]);
+    mx[h] = m8[0];
+    for (int i = 1; i < 8; ++i) mx[h] = m8[i] > mx[h] ? m8[i] : mx[h];
+  }
+  for (; p < n_kv; ++p) {
+    __m256 lanes[N];
+    lane_sums(p, lanes);
+    for (int h = 0; h < N; ++h) {
+      const float s = HsumHadd(lanes[h]) * scale;
+      scores[h * n_kv + p] = s;
+      mx[h] = s > mx[h] ? s : mx[h];
+    }
+  }
+  for (int h = 0; h < N; ++h) Softmax(scores + h * n_kv, n_kv, mx[h], kv.f16);
+  // KqvVecDot per head and 8 dims: lane class p mod 32 (accumulator
+  // (p mod 32) / 8, lane p mod 8), each V row converted once for N heads.
+  for (int64_t d = 0; d < hd; d += 8) {
+    const size_t off = head_off + static_cast<size_t>(d);
+    __m256 x[N][8];
+    for (int l = 0; l < 8; ++l) {
+      __m256 a[N][4];
+      for (int h = 0; h < N; ++h) {
+        for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
+      }
+      auto add = [&](int64_t p, int c) {
+        const __m256 v = Load8(kv.v[p], kv.f16, off);
+        for (int h = 0; h < N; ++h) {
+          a[h][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(scores[h * n_kv + p]), a[h][c]);
+        }
+      };
+      int64_t p = l;
+      for (; p + 24 < n_kv; p += 32) {  // four independent chains per step
+        add(p, 0);
+        add(p + 8, 1);
+        add(p + 16, 2);
+        add(p + 24, 3);
+      }
+      for (int c = 0; c < 3 && p + 8 * c < n_kv; ++c) add(p + 8 * c, c);
+      for (int h = 0; h < N; ++h) {
+        x[h][l] = _mm256_add_ps(_mm256_add_ps(a[h][0], a[h][2]), _mm256_add_ps(a[h][1], a[h][3]));
+      }
+    }
+    for (int h = 0; h < N; ++h) {
+      const __m256 t0 = _mm256_add_ps(x[h][0], x[h][4]), t1 = _mm256_add_ps(x[h][1], x[h][5]);
+      const __m256 t2 = _mm256_add_ps(x[h][2], x[h][6]), t3 = _mm256_add_ps(x[h][3], x[h][7]);
+      _mm256_storeu_ps(out + h * hd + d,
+                       _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
+    }
+  }
+}
+
+// n heads sharing kv head g, in passes of up to 3 (4 as 2 + 2).
+void AttendHeadsOneTokenAvx2(const float* q, int64_t n, int64_t n_kv, int64_t g,
+                             const attn::KvRows& kv, float scale, float* scores, float* qr,
+                             float* out) {
+  const int64_t hd = kv.head_dim;
+  for (int64_t h = 0; h < n;) {
+    const int64_t left = n - h;
+    const int64_t take = left == 4 ? 2 : (left < 3 ? left : 3);
+    const int64_t at = h * hd;
+    float* s = scores + h * n_kv;
+    switch (take) {
+      case 1:
+        AttendHeadsOneToken<1>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+      case 2:
+        AttendHeadsOneToken<2>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+      default:
+        AttendHeadsOneToken<3>(q + at, n_kv, g, kv, scale, s, qr, out + at);
+        break;
+    }
+    h += take;
+  }
+}
+
 }  // namespace
 
 namespace attn {
 AttendFn Avx2Attend() { return &AttendMulti; }
 AttendRowsFn Avx2AttendRows() { return &AttendRowsAvx2; }
 AttendFn Avx2AttendOneToken() { return &AttendOneToken; }
+AttendHeadsFn Avx2AttendOneTokenHeads() { return &AttendHeadsOneTokenAvx2; }
 }  // namespace attn
 }  // namespace llm

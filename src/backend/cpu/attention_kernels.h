@@ -89,6 +89,9 @@ using AttendHeadsFn = void (*)(const float* q, int64_t n, int64_t n_kv, int64_t 
 // AVX-512, head_dim % 64 == 0, for a step of ONE query token: ggml's
 // vec_dot order (llama.cpp uses a different kernel for one-token batches).
 AttendHeadsFn Avx512AttendOneTokenHeads();
+// AVX2 + FMA + F16C, head_dim % 32 == 0, for a step of ONE query token:
+// Avx2AttendOneToken's results (ggml's AVX2 vec_dot orders).
+AttendHeadsFn Avx2AttendOneTokenHeads();
 
 }  // namespace attn
 }  // namespace llm
