@@ -459,15 +459,17 @@ BENCHMARK(BM_AttentionDecode)
 
 // Decode attention of one token per session, sessions' caches read from
 // memory as in a batch of sessions' step (each layer's weights evict the
-// caches' rows between layers): SmolLM2 heads (9 / 3, head_dim 64), f16 KV
-// in blocks laid out as the KV pool's (kv/kv_layout.h: 16 positions of all
+// caches' rows between layers): head_dim 64, f16 KV in blocks laid out as
+// the KV pool's (kv/kv_layout.h: 16 positions of all
 // 30 layers per block, ~368 KB), n_kv positions per session, the sessions'
 // blocks and layers cycled through ~256 MiB. Args: n_kv, huge pages
-// (1: the CPU backend's KV slabs, cpu_kv_storage.h; 0: 4 KiB pages).
+// (1: the CPU backend's KV slabs, cpu_kv_storage.h; 0: 4 KiB pages),
+// n_head, n_head_kv (SmolLM2 9 / 3, TinyLlama 32 / 4).
 // Bytes = the K and V read.
 void BM_AttentionDecodeFromMemory(benchmark::State& state) {
-  const int64_t n_kv = state.range(0), n_head = 9, n_head_kv = 3, hd = 64, bt = 16;
+  const int64_t n_kv = state.range(0), hd = 64, bt = 16;
   const bool huge = state.range(1) != 0;
+  const int64_t n_head = state.range(2), n_head_kv = state.range(3);
   const int64_t n_layer = 30;
   const int64_t n_blocks = (n_kv + bt - 1) / bt;
   const size_t row = static_cast<size_t>(n_head_kv * hd);
@@ -519,7 +521,9 @@ void BM_AttentionDecodeFromMemory(benchmark::State& state) {
                           static_cast<int64_t>(2 * n_kv * row * 2));
   state.SetLabel(SimdLevelName(ActiveSimdLevel()));
 }
-BENCHMARK(BM_AttentionDecodeFromMemory)->ArgsProduct({{96, 512}, {0, 1}});
+BENCHMARK(BM_AttentionDecodeFromMemory)
+    ->ArgsProduct({{96, 512}, {0, 1}, {9}, {3}})
+    ->ArgsProduct({{96, 512}, {1}, {32}, {4}});
 
 // Prefill attention of n_q new tokens from position 0 (causal), one thread,
 // f16 cache in one block. Args: n_q, n_head, n_head_kv (head_dim 64):
