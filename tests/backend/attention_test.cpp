@@ -57,6 +57,36 @@ KvData MakeKvData(std::mt19937& rng, int64_t n_pos, int64_t n_head_kv, int64_t h
   return kv;
 }
 
+// The same values as the kernels' row pointers (attn::KvRows): f16 or f32
+// rows of d.stride elements, one array each for K and V.
+struct KernelRows {
+  std::vector<uint16_t> k16, v16;
+  std::vector<const uint8_t*> k_rows, v_rows;
+  attn::KvRows kv;
+};
+
+void MakeKernelRows(const KvData& d, KernelRows* r) {
+  r->k16.resize(d.k.size());
+  r->v16.resize(d.v.size());
+  for (size_t i = 0; i < d.k.size(); ++i) {
+    r->k16[i] = F32ToF16(d.k[i]);
+    r->v16[i] = F32ToF16(d.v[i]);
+  }
+  r->k_rows.resize(static_cast<size_t>(d.n_pos));
+  r->v_rows.resize(static_cast<size_t>(d.n_pos));
+  for (int64_t p = 0; p < d.n_pos; ++p) {
+    const size_t at = static_cast<size_t>(p) * d.stride;
+    r->k_rows[p] = d.f16 ? reinterpret_cast<const uint8_t*>(r->k16.data() + at)
+                         : reinterpret_cast<const uint8_t*>(d.k.data() + at);
+    r->v_rows[p] = d.f16 ? reinterpret_cast<const uint8_t*>(r->v16.data() + at)
+                         : reinterpret_cast<const uint8_t*>(d.v.data() + at);
+  }
+  r->kv.k = r->k_rows.data();
+  r->kv.v = r->v_rows.data();
+  r->kv.f16 = d.f16;
+  r->kv.head_dim = d.head_dim;
+}
+
 // The same values stored as a paged cache layer: blocks of block_tokens
 // positions in shuffled slots of one pool (plus unused slots), each slot
 // [k_offset filler][K or V rows][V or K rows] in random order. Everything a
@@ -521,25 +551,9 @@ TEST(AttentionTest, RowsKernelsEqualPerRowKernelsBitExact) {
       for (bool f16 : {true, false}) {
         const int64_t n_pos = 83, n_head_kv = 2, g = 1;
         const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
-        // The cache's storage: f16 or f32 rows of d.stride elements.
-        std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
-        for (size_t i = 0; i < d.k.size(); ++i) {
-          k16[i] = F32ToF16(d.k[i]);
-          v16[i] = F32ToF16(d.v[i]);
-        }
-        std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
-        for (int64_t p = 0; p < n_pos; ++p) {
-          const size_t at = static_cast<size_t>(p) * d.stride;
-          k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
-                          : reinterpret_cast<const uint8_t*>(d.k.data() + at);
-          v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
-                          : reinterpret_cast<const uint8_t*>(d.v.data() + at);
-        }
-        attn::KvRows kv;
-        kv.k = k_rows.data();
-        kv.v = v_rows.data();
-        kv.f16 = f16;
-        kv.head_dim = hd;
+        KernelRows kernel_rows;
+        MakeKernelRows(d, &kernel_rows);
+        const attn::KvRows& kv = kernel_rows.kv;
         for (int64_t n = 1; n <= 9; ++n) {
           SCOPED_TRACE("hd=" + std::to_string(hd) + " f16=" + std::to_string(f16) +
                        " rows=" + std::to_string(n));
@@ -588,24 +602,9 @@ TEST(AttentionTest, Avx2OneTokenHeadsKernelEqualsPerHeadKernelBitExact) {
     for (bool f16 : {true, false}) {
       const int64_t n_pos = 83, n_head_kv = 2, g = 1;
       const KvData d = MakeKvData(rng, n_pos, n_head_kv, hd, f16, 1);
-      std::vector<uint16_t> k16(d.k.size()), v16(d.v.size());
-      for (size_t i = 0; i < d.k.size(); ++i) {
-        k16[i] = F32ToF16(d.k[i]);
-        v16[i] = F32ToF16(d.v[i]);
-      }
-      std::vector<const uint8_t*> k_rows(n_pos), v_rows(n_pos);
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const size_t at = static_cast<size_t>(p) * d.stride;
-        k_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(k16.data() + at)
-                        : reinterpret_cast<const uint8_t*>(d.k.data() + at);
-        v_rows[p] = f16 ? reinterpret_cast<const uint8_t*>(v16.data() + at)
-                        : reinterpret_cast<const uint8_t*>(d.v.data() + at);
-      }
-      attn::KvRows kv;
-      kv.k = k_rows.data();
-      kv.v = v_rows.data();
-      kv.f16 = f16;
-      kv.head_dim = hd;
+      KernelRows kernel_rows;
+      MakeKernelRows(d, &kernel_rows);
+      const attn::KvRows& kv = kernel_rows.kv;
       std::uniform_int_distribution<int64_t> pick(1, n_pos);
       for (int64_t n = 1; n <= 8; ++n) {
         const int64_t n_kv = pick(rng);
