@@ -21,6 +21,7 @@
 #include "backend/cpu/weight_buffer.h"
 #include "core/dtype.h"
 #include "core/half.h"
+#include "kv/kv_layout.h"
 
 namespace llm {
 namespace {
@@ -467,14 +468,14 @@ BENCHMARK(BM_AttentionDecode)
 // n_head, n_head_kv (SmolLM2 9 / 3, TinyLlama 32 / 4).
 // Bytes = the K and V read.
 void BM_AttentionDecodeFromMemory(benchmark::State& state) {
-  const int64_t n_kv = state.range(0), hd = 64, bt = 16;
+  const int64_t n_kv = state.range(0), hd = 64;
   const bool huge = state.range(1) != 0;
   const int64_t n_head = state.range(2), n_head_kv = state.range(3);
-  const int64_t n_layer = 30;
+  const KvLayout layout{30, n_head_kv, hd};  // n_layer, n_head_kv, head_dim
+  const int64_t bt = KvLayout::block_tokens(KvType::kF16);
   const int64_t n_blocks = (n_kv + bt - 1) / bt;
-  const size_t row = static_cast<size_t>(n_head_kv * hd);
-  const size_t half = static_cast<size_t>(bt) * row * 2;  // bytes of a layer's K (or V)
-  const size_t block_bytes = static_cast<size_t>(n_layer) * 2 * half;
+  const size_t row = static_cast<size_t>(layout.row_elems());
+  const size_t block_bytes = layout.block_bytes();
   const size_t copies = (size_t{256} << 20) / (static_cast<size_t>(n_blocks) * block_bytes);
   const size_t bytes = copies * static_cast<size_t>(n_blocks) * block_bytes;
   std::vector<uint8_t> small_pages;
@@ -508,10 +509,11 @@ void BM_AttentionDecodeFromMemory(benchmark::State& state) {
   // of the pool in turn, so the rows come from memory.
   size_t i = 0;
   for (auto _ : state) {
-    const size_t c = i % copies, layer = (i / copies) % static_cast<size_t>(n_layer);
+    const size_t c = i % copies;
+    const int64_t layer = static_cast<int64_t>(i / copies % static_cast<size_t>(layout.n_layer));
     kv.blocks = blocks.data() + c * static_cast<size_t>(n_blocks);
-    kv.k_offset = layer * 2 * half;
-    kv.v_offset = kv.k_offset + half;
+    kv.k_offset = layout.k_offset(KvType::kF16, layer);
+    kv.v_offset = layout.v_offset(KvType::kF16, layer);
     auto s = Attention(q.data(), 1, n_head, n_kv - 1, kv, out.data(), nullptr);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(out.data());
