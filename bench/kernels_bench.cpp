@@ -190,7 +190,7 @@ void BM_DecodeFromMemory(benchmark::State& state, DType t) {
   // The rows16 types' one-row kernel reads the packed copy (as the CPU
   // backend does at the AVX-512 level), the others the GGUF rows; both in
   // weight-buffer memory, as the backend's copies.
-  const bool packed = rows16::Supports(t) && ActiveSimdLevel() == SimdLevel::kAvx512;
+  const bool packed = QuantMatMulReadsRows16(t) && ActiveSimdLevel() == SimdLevel::kAvx512;
   const rows16::PackedBuffer packed_one =
       packed ? rows16::MakePacked(t, one.data(), rb, n_out, n_in, &pool) : rows16::PackedBuffer{};
   const uint8_t* src = packed ? packed_one.data.get() : one.data();
@@ -361,6 +361,12 @@ BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
     ->ArgsProduct({{8192}, {2048}, {16, 512}, {1, 2}, {1}})
+    ->UseRealTime();
+// Q4_K (AVX-512 without AMX): one decode row, 16 sessions' rows, a prefill
+// chunk; 1B ffn_up and ffn_down.
+BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_K, DType::kQ4_K)
+    ->ArgsProduct({{8192}, {2048}, {1, 16, 128, 512}, {1}, {0, 1}})
+    ->ArgsProduct({{2048}, {8192}, {1, 16}, {1}, {0, 1}})
     ->UseRealTime();
 
 // Args: m, n, k, threads.

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kquant_kernels.h"
+#include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/thread_pool.h"
@@ -438,6 +439,66 @@ TEST(KQuantTest, TiledOrderForEightOrMoreRowsAtEveryLevel) {
                 ASSERT_EQ(a, c) << "rows=" << n_rows << " invariant=" << invariant << " r=" << r
                                 << " o=" << o << " " << y[r * n_out + o] << " vs " << want;
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q4_K's rows16 copy (AVX-512 without AMX, made at load) runs its own
+// kernels: the vec_dot order for 1-7 rows and batch-invariant products, the
+// tiled order for 8+; each must give the GGUF rows' kernels' outputs bit for
+// bit (those are checked against the models above). Partial groups of 16
+// weight rows, several chunks of blocks, partial bands of activation rows,
+// one thread and several.
+TEST(KQuantTest, Q4KRows16CopyGivesTheGgufRowsBits) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "needs AVX-512";
+  SimdLevelGuard guard;
+  SetSimdLevelForTesting(SimdLevel::kAvx512);
+  struct AmxOff {
+    AmxOff() { SetAmxForTesting(false); }
+    ~AmxOff() { SetAmxForTesting(std::nullopt); }
+  } amx_off;
+  ASSERT_TRUE(QuantMatMulReadsRows16(DType::kQ4_K));
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool(3);
+  const DType t = DType::kQ4_K;
+  for (int64_t n_in : {256, 256 * 5}) {
+    for (int64_t n_out : {16, 37, 83}) {
+      const size_t rb = *RowBytes(t, n_in);
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
+      for (int64_t n_rows : {1, 2, 7, 8, 9, 17, 41}) {
+        for (bool invariant : {false, true}) {
+          if (invariant && n_rows != 9) continue;
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            SCOPED_TRACE("n_in=" + std::to_string(n_in) + " n_out=" + std::to_string(n_out) +
+                         " n_rows=" + std::to_string(n_rows) +
+                         " invariant=" + std::to_string(invariant) +
+                         " threads=" + std::to_string(p != nullptr));
+            const std::vector<float> x = RandomVector(rng, n_rows * n_in, 0.0f, 3.0f);
+            std::vector<float> want(n_rows * n_out, NAN), got(n_rows * n_out, NAN);
+            ASSERT_TRUE(QuantMatMul(t, w.data(), rb, n_out, n_in, x.data(), n_in, n_rows,
+                                    want.data(), n_out, p, invariant)
+                            .ok());
+            QuantMatMulOutput out;
+            out.wtype = t;
+            out.W = w.data();
+            out.row_bytes = rb;
+            out.n_out = n_out;
+            out.y = got.data();
+            out.y_stride = static_cast<size_t>(n_out);
+            out.packed = packed.data.get();
+            ASSERT_TRUE(QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, p, invariant).ok());
+            for (size_t i = 0; i < want.size(); ++i) {
+              uint32_t a, b;
+              std::memcpy(&a, &got[i], 4);
+              std::memcpy(&b, &want[i], 4);
+              ASSERT_EQ(a, b) << "output " << i << ": " << got[i] << " vs " << want[i];
             }
           }
         }

@@ -41,14 +41,21 @@ using testing_util::SimdLevelGuard;
 std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
 
 constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0};
+// The layout tests take Q4_K too (its kernels: kquant_test.cpp).
+constexpr DType kLayoutTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0,
+                                  DType::kQ4_K};
+
+// Elements per block: 7 blocks of each type in the tests below.
+int64_t BlockElems(DType t) { return t == DType::kQ4_K ? 256 : 32; }
 
 TEST(PackedWeightTest, SizesEqualTheGgufRows) {
-  for (DType t : kTypes) {
-    const size_t rb = *RowBytes(t, 32 * 7);
+  for (DType t : kLayoutTypes) {
+    const size_t rb = *RowBytes(t, BlockElems(t) * 7);
+    EXPECT_EQ(rows16::BlockElements(t), BlockElems(t)) << Name(t);
     EXPECT_EQ(rows16::GroupBytes(t, 7), 16 * rb) << Name(t);
-    EXPECT_EQ(rows16::PackedBytes(t, 33, 32 * 7), 3 * 16 * rb) << Name(t);  // 3 groups
+    EXPECT_EQ(rows16::PackedBytes(t, 33, BlockElems(t) * 7), 3 * 16 * rb) << Name(t);  // 3 groups
   }
-  EXPECT_FALSE(rows16::Supports(DType::kQ4_K));
+  EXPECT_FALSE(rows16::Supports(DType::kQ6_K));
   EXPECT_FALSE(rows16::Supports(DType::kQ5_1));
   EXPECT_FALSE(rows16::Supports(DType::kF16));
 }
@@ -61,11 +68,13 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
   const size_t block = t == DType::kQ4_0   ? 18
                        : t == DType::kQ4_1 ? 20
                        : t == DType::kQ5_0 ? 22
+                       : t == DType::kQ4_K ? 144
                                            : 34;
-  const size_t qs_off = t == DType::kQ4_1 ? 4 : 2;
+  // Q4_K: the scale bytes then qs as words 0..34; d, dmin as the scales.
+  const size_t qs_off = t == DType::kQ4_1 || t == DType::kQ4_K ? 4 : 2;
   const int words = rows16::Words(t), scales = rows16::Scales(t);
   const uint8_t flip = t == DType::kQ8_0 ? 0x80 : 0;
-  const int64_t nb = n_in / 32, n_groups = (n_out + 15) / 16;
+  const int64_t nb = n_in / BlockElems(t), n_groups = (n_out + 15) / 16;
   const size_t group = rows16::GroupBytes(t, nb),
                qs_bytes = static_cast<size_t>(nb) * 16 * 4 * words;
   std::vector<uint8_t> out(static_cast<size_t>(n_groups) * group);
@@ -114,9 +123,9 @@ TEST(PackedWeightTest, PackWritesTheDocumentedLayout) {
   SimdLevelGuard guard;
   for (int forced = 0; forced <= 1; ++forced) {
     SetSimdLevelForTesting(forced ? std::optional<SimdLevel>(SimdLevel::kAvx2) : std::nullopt);
-    for (DType t : kTypes) {
+    for (DType t : kLayoutTypes) {
       for (int64_t n_out : {int64_t{1}, int64_t{16}, int64_t{37}}) {
-        const int64_t n_in = 32 * 7;
+        const int64_t n_in = BlockElems(t) * 7;
         const size_t rb = *RowBytes(t, n_in) + (n_out == 37 ? 10 : 0);  // padded rows
         const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
         const std::vector<uint8_t> want = ReferencePack(t, w.data(), rb, n_out, n_in);

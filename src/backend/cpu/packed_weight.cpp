@@ -24,6 +24,7 @@ struct TypeInfo {
   int words;           // 32-bit quant words per block
   int scales;          // f16 scales per block
   uint8_t flip;        // XOR applied to every quant byte
+  int block_elems = 32;  // elements per block
 };
 
 TypeInfo Info(DType t) {
@@ -36,6 +37,8 @@ TypeInfo Info(DType t) {
       return {sizeof(BlockQ8_0), 2, 8, 1, 0x80};
     case DType::kQ5_0:  // word 0: qh (then SpreadQ5HighBits), words 1..4: qs
       return {sizeof(BlockQ5_0), 2, 5, 1, 0};
+    case DType::kQ4_K:  // words 0..2: the 12 scale bytes, 3..34: qs; scales d, dmin
+      return {sizeof(BlockQ4_K), 4, 35, 2, 0, 256};
     default:
       return {0, 0, 0, 0, 0};
   }
@@ -65,6 +68,7 @@ void SpreadQ5HighBits(uint8_t* group_qs, int64_t n_blocks) {
 }  // namespace
 
 bool Supports(DType t) { return Info(t).block_bytes != 0; }
+int BlockElements(DType t) { return Info(t).block_elems; }
 int Words(DType t) { return Info(t).words; }
 int Scales(DType t) { return Info(t).scales; }
 
@@ -75,7 +79,7 @@ size_t GroupBytes(DType t, int64_t n_blocks) {
 
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in) {
   const int64_t n_groups = (n_out + kRows - 1) / kRows;
-  return static_cast<size_t>(n_groups) * GroupBytes(t, n_in / 32);
+  return static_cast<size_t>(n_groups) * GroupBytes(t, n_in / Info(t).block_elems);
 }
 
 void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint8_t* qs,
@@ -149,7 +153,7 @@ NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int
 
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,
           ThreadPool* pool) {
-  const int64_t nb = n_in / 32;
+  const int64_t nb = n_in / Info(t).block_elems;
   const int64_t n_groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = GroupBytes(t, nb);
   const size_t qs_bytes = static_cast<size_t>(nb) * kRows * 4 * Words(t);

@@ -1,11 +1,11 @@
 // Weights repacked at load for the AVX-512 QuantMatMul kernels ("rows16"):
-// Q4_0, Q4_1, Q5_0 and Q8_0 matrices with 16 weight rows interleaved per 32-bit
+// Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K matrices with 16 weight rows interleaved per 32-bit
 // lane, the layout the kernels' vpdpbusd wants, so that no call rearranges
 // the GGUF blocks (the batch kernel used to, per call; the one-row kernel read
 // one row at a time). Same bytes per row as the GGUF blocks: the copy is as
 // large as the matrix (plus at most 15 padding rows).
 //
-// Layout, for n_out rows of nb = n_in / 32 blocks, in groups of 16 rows
+// Layout, for n_out rows of nb = n_in / 32 blocks (Q4_K: n_in / 256), in groups of 16 rows
 // (group G holds rows 16G .. 16G + 15; rows past n_out repeat row n_out - 1,
 // computed but never stored). Group G starts at G * GroupBytes and holds
 //   qs [nb][kWords][16] u32   word k of lane l: bytes 4k .. 4k + 3 of row
@@ -17,8 +17,14 @@
 //                             16 + 4k + j's at bit 4 + k (k = 0..3), so
 //                             that word k + 1's nibbles find theirs with
 //                             one shift; words 1..4 as Q4's words 0..3)
-//                             kWords = 4 (Q4_0, Q4_1), 5 (Q5_0) or 8 (Q8_0)
-//   sc [nb][kScales][16] u16  the blocks' f16 d (and, for Q4_1, then m)
+//                             Q4_K: words 0..2 the block's 12 bytes of 6-bit
+//                             scales and mins as stored, words 3..34 its
+//                             qs (byte j of word 3 + 8c + i: element 64c +
+//                             4i + j in the low nibble, + 32 in the high)
+//                             kWords = 4 (Q4_0, Q4_1), 5 (Q5_0), 8 (Q8_0)
+//                             or 35 (Q4_K)
+//   sc [nb][kScales][16] u16  the blocks' f16 d (and, for Q4_1, then m;
+//                             for Q4_K, then dmin)
 // So a group is 16 * row_bytes bytes, and its quants and scales are each read
 // front to back, one block at a time.
 #pragma once
@@ -38,15 +44,17 @@ namespace rows16 {
 
 constexpr int kRows = 16;
 
-// Whether t has a rows16 layout (Q4_0, Q4_1, Q5_0, Q8_0).
+// Whether t has a rows16 layout (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K).
 bool Supports(DType t);
-// 32-bit quant words per block and lane (4, 5 or 8), f16 scales per block and
-// lane (1 or 2).
+// Elements per block of t (32; Q4_K 256).
+int BlockElements(DType t);
+// 32-bit quant words per block and lane (4, 5, 8 or 35), f16 scales per
+// block and lane (1 or 2).
 int Words(DType t);
 int Scales(DType t);
 // Bytes of one group of 16 rows of nb blocks.
 size_t GroupBytes(DType t, int64_t n_blocks);
-// Bytes of a packed n_out x n_in matrix (n_in a multiple of 32).
+// Bytes of a packed n_out x n_in matrix (n_in a multiple of the block).
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
 
 // Writes the rows16 layout of the n_out x n_in matrix W (row o at W + o *

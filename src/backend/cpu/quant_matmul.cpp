@@ -295,7 +295,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     }
     if (qmm::UsesQ8KActs(out.wtype)) {
       if (!tiled_k) return nullptr;
-      return amx ? qmm::KQuantAmxKernel(out.wtype) : qmm::KQuantTiledAvx512Kernel(out.wtype);
+      if (amx) return qmm::KQuantAmxKernel(out.wtype);
+      return out.wtype == DType::kQ4_K && out.packed != nullptr
+                 ? qmm::Q4KRows16TiledAvx512Kernel()
+                 : qmm::KQuantTiledAvx512Kernel(out.wtype);
     }
     return amx ? qmm::AmxKernel(out.wtype, out.packed != nullptr)
                : qmm::Avx512BlockOrderKernel(out.wtype, out.packed != nullptr);
@@ -374,8 +377,11 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // A rows16 copy runs one row and batches alike on AVX2 and AVX-512 (the
     // same outputs as the kernels above, without their per-call
     // rearrangement).
+    // (Q4_K's copy exists on AVX-512 hosts only: QuantMatMulReadsRows16.)
     qmm::Kernel packed = nullptr;
-    if (outputs[i].packed != nullptr && level != SimdLevel::kScalar) {
+    if (outputs[i].packed != nullptr && outputs[i].wtype == DType::kQ4_K) {
+      packed = avx512 ? qmm::Q4KRows16Avx512Kernel() : nullptr;
+    } else if (outputs[i].packed != nullptr && level != SimdLevel::kScalar) {
       packed = avx512 ? qmm::Avx512PackedKernel(outputs[i].wtype)
                       : qmm::Avx2PackedKernel(outputs[i].wtype);
     }
@@ -385,8 +391,12 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     }
     const qmm::Kernel batch_kernel = batch_kernel_of(outputs[i]);
     if (batch_kernel != nullptr) {
+      // The other K-quant batch kernels (and Q4_K's on the AVX2 and AMX
+      // levels) read GGUF rows.
+      const bool reads_rows16 = !qmm::UsesQ8KActs(outputs[i].wtype) ||
+                                batch_kernel == qmm::Q4KRows16TiledAvx512Kernel();
       t.kernel = batch_kernel;
-      t.W = outputs[i].packed != nullptr ? outputs[i].packed : outputs[i].W;
+      t.W = outputs[i].packed != nullptr && reads_rows16 ? outputs[i].packed : outputs[i].W;
     }
     if (t.kernel == nullptr) {
       return Errorf(LLM_ERR_UNSUPPORTED, "QuantMatMul: no kernel for weight type %d",
@@ -487,6 +497,9 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 }  // namespace
 
 bool QuantMatMulReadsRows16(DType t) {
+  // Q4_K's rows16 kernels are AVX-512 VNNI ones; with AMX its batches run on
+  // tiles from GGUF rows (kquant_amx.cpp), so there it keeps a plain copy.
+  if (t == DType::kQ4_K) return ActiveSimdLevel() == SimdLevel::kAvx512 && !AmxActive();
   return ActiveSimdLevel() != SimdLevel::kScalar && rows16::Supports(t);
 }
 

@@ -83,8 +83,9 @@ bool QuantMatMulBatchesPlainType(DType t, int64_t n_rows);
 
 // Whether QuantMatMul's kernels at the active SIMD level read a rows16 copy
 // of a weight of type t (QuantMatMulOutput::packed, packed_weight.h): Q4_0,
-// Q4_1, Q5_0, Q8_0 at the AVX2 and AVX-512 levels. A copy of another type,
-// or at the scalar level, would only be ignored.
+// Q4_1, Q5_0, Q8_0 at the AVX2 and AVX-512 levels, Q4_K at the AVX-512 level
+// without AMX. A copy of another type, or at the scalar level, would only be
+// ignored.
 bool QuantMatMulReadsRows16(DType t);
 
 absl::Status QuantMatMul(DType wtype, const void* W, size_t row_bytes, int64_t n_out, int64_t n_in,

@@ -168,6 +168,13 @@ constexpr int64_t kAmxKScratchFloats =
 // Its scratch: kVnniKScratchFloats plus kAmxScratchPerRow per padded row.
 constexpr int64_t kVnniKChunkBlocks = 2;
 constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 + 3 + 4);
+// The Q4_K kernels on the rows16 copy (kquant_rows16_q4k_avx512.cpp):
+// Q4KRows16Avx512Kernel in the vec_dot order (any rows; reads Acts::kq / kd /
+// kbsum), Q4KRows16TiledAvx512Kernel in the tiled order (8+ rows; reads
+// Acts::kq and the tiles' kd_tiles / kbsum_tiles). The tiled one walks a
+// group's blocks in chunks of kQ4KRows16ChunkBlocks; its scratch: 16 plus
+// kAmxScratchPerRow per padded row.
+constexpr int64_t kQ4KRows16ChunkBlocks = 2;
 
 // The K-quant tiled-order AVX2 kernel (kquant_tiled_avx2.cpp): Q4_K, Q5_K and
 // Q6_K in products of 8+ rows at the AVX2 level (the AMX kernel's bits); it
@@ -242,6 +249,9 @@ Kernel KQuantAmxKernel(DType t);
 // The K-quant tiled-order VNNI kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
 // on GGUF rows; call only at the AVX-512 level. The AMX kernel's bits.
 Kernel KQuantTiledAvx512Kernel(DType t);
+// The Q4_K kernels on its rows16 copy (above); call only at the AVX-512 level.
+Kernel Q4KRows16Avx512Kernel();
+Kernel Q4KRows16TiledAvx512Kernel();
 // The K-quant tiled-order AVX2 kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
 // on GGUF rows; call only at the AVX2 level or above. The AMX kernel's bits.
 Kernel KQuantTiledAvx2Kernel(DType t);
