@@ -365,7 +365,7 @@ BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
 // Q4_K (AVX-512 without AMX): one decode row, 16 sessions' rows, a prefill
 // chunk; 1B ffn_up and ffn_down.
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_K, DType::kQ4_K)
-    ->ArgsProduct({{8192}, {2048}, {1, 16, 128, 512}, {1}, {0, 1}})
+    ->ArgsProduct({{8192}, {2048}, {1, 16, 32, 64, 128, 512}, {1}, {0, 1}})
     ->ArgsProduct({{2048}, {8192}, {1, 16}, {1}, {0, 1}})
     ->UseRealTime();
 

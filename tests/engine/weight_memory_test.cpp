@@ -143,7 +143,8 @@ TEST_P(WeightMemoryTest, RepackedMatricesAreNotReadFromTheMappingAndGiveTheSameL
             file.file + file.file / 10);
 }
 
-// Q4_0 / Q8_0: rows16 copies (AVX-512); F16 and the K-quants: plain copies.
+// Q4_0 / Q8_0: rows16 copies (AVX-512); Q4_K: rows16 on AVX-512 without AMX,
+// else plain; F16 and Q6_K: plain copies.
 INSTANTIATE_TEST_SUITE_P(Types, WeightMemoryTest,
                          ::testing::Values("Q4_0", "Q8_0", "F16", "Q4_K", "Q6_K"));
 
