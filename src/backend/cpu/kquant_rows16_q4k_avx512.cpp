@@ -82,9 +82,9 @@ struct ScalesMins {
 };
 
 inline ScalesMins DecodeScalesMins(const Block& blk) {
-  const __m512i a0 = _mm512_load_si512(blk.words);
-  const __m512i a1 = _mm512_load_si512(blk.words + 1);
-  const __m512i a2 = _mm512_load_si512(blk.words + 2);
+  const __m512i a0 = _mm512_loadu_si512(blk.words);
+  const __m512i a1 = _mm512_loadu_si512(blk.words + 1);
+  const __m512i a2 = _mm512_loadu_si512(blk.words + 2);
   const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(0x0f),
                 top2 = _mm512_set1_epi8(0x30);
   ScalesMins s;
@@ -151,7 +151,7 @@ __m512 VecDotGroup(const uint8_t* group, int64_t nb, const int8_t* x, const floa
       const __m512i sc_lo = ScaleOf(sm, 2 * c), sc_hi = ScaleOf(sm, 2 * c + 1);
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m512i w = _mm512_load_si512(blk.words + kScaleWords + 8 * c + i);
+        const __m512i w = _mm512_loadu_si512(blk.words + kScaleWords + 8 * c + i);
         const __m512i g_lo =
             DotGroup(_mm512_setzero_si512(), _mm512_and_si512(w, m4), xb + 64 * c + 4 * i);
         const __m512i g_hi = DotGroup(_mm512_setzero_si512(),
@@ -244,7 +244,7 @@ inline void AddSubBlock(const Block& blk, int c, const int32_t* scale, const int
   for (int i = 0; i < kBand; ++i) p[i] = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
-    __m512i w = _mm512_load_si512(blk.words + kScaleWords + 8 * c + k);
+    __m512i w = _mm512_loadu_si512(blk.words + kScaleWords + 8 * c + k);
     w = _mm512_and_si512(kHigh ? _mm512_srli_epi16(w, 4) : w, m4);
     const int64_t e = e0 + 64 * c + 32 * kHigh + 4 * k;  // the group's first element
 #pragma GCC unroll 8
