@@ -41,12 +41,12 @@ using testing_util::SimdLevelGuard;
 std::string Name(DType t) { return GetDTypeTraits(static_cast<uint32_t>(t))->name; }
 
 constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0};
-// The layout tests take Q4_K too (its kernels: kquant_test.cpp).
-constexpr DType kLayoutTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0,
-                                  DType::kQ4_K};
+// The layout tests take Q4_K and Q6_K too (their kernels: kquant_test.cpp).
+constexpr DType kLayoutTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                  DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
 
 // Elements per block: 7 blocks of each type in the tests below.
-int64_t BlockElems(DType t) { return t == DType::kQ4_K ? 256 : 32; }
+int64_t BlockElems(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K ? 256 : 32; }
 
 TEST(PackedWeightTest, SizesEqualTheGgufRows) {
   for (DType t : kLayoutTypes) {
@@ -55,9 +55,23 @@ TEST(PackedWeightTest, SizesEqualTheGgufRows) {
     EXPECT_EQ(rows16::GroupBytes(t, 7), 16 * rb) << Name(t);
     EXPECT_EQ(rows16::PackedBytes(t, 33, BlockElems(t) * 7), 3 * 16 * rb) << Name(t);  // 3 groups
   }
-  EXPECT_FALSE(rows16::Supports(DType::kQ6_K));
+  EXPECT_FALSE(rows16::Supports(DType::kQ5_K));
   EXPECT_FALSE(rows16::Supports(DType::kQ5_1));
   EXPECT_FALSE(rows16::Supports(DType::kF16));
+}
+
+// Q6_K's word order in the copy as packed_weight.h states it: the scale
+// words 48..51, then for each half h and i = 0..7 the words ql 16h + i, ql
+// 16h + 8 + i, qh 32 + 8h + i. Returns the slot of GGUF word k.
+int ReferenceSlot(DType t, int k) {
+  if (t != DType::kQ6_K) return k;
+  std::vector<int> order = {48, 49, 50, 51};
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 8; ++i) {
+      for (int w : {16 * h + i, 16 * h + 8 + i, 32 + 8 * h + i}) order.push_back(w);
+    }
+  }
+  return static_cast<int>(std::find(order.begin(), order.end(), k) - order.begin());
 }
 
 // The layout as packed_weight.h states it, written byte by byte: row r's
@@ -69,9 +83,12 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
                        : t == DType::kQ4_1 ? 20
                        : t == DType::kQ5_0 ? 22
                        : t == DType::kQ4_K ? 144
+                       : t == DType::kQ6_K ? 210
                                            : 34;
-  // Q4_K: the scale bytes then qs as words 0..34; d, dmin as the scales.
-  const size_t qs_off = t == DType::kQ4_1 || t == DType::kQ4_K ? 4 : 2;
+  // Q4_K: the scale bytes then qs as words 0..34, d and dmin as the scales;
+  // Q6_K: ql, qh, scales as words 0..51, d (at the block's end) the scale.
+  const size_t qs_off = t == DType::kQ4_1 || t == DType::kQ4_K ? 4 : t == DType::kQ6_K ? 0 : 2;
+  const size_t sc_off = t == DType::kQ6_K ? 208 : 0;
   const int words = rows16::Words(t), scales = rows16::Scales(t);
   const uint8_t flip = t == DType::kQ8_0 ? 0x80 : 0;
   const int64_t nb = n_in / BlockElems(t), n_groups = (n_out + 15) / 16;
@@ -85,7 +102,8 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
         const uint8_t* blk = W + row * rb + b * block;
         for (int k = 0; k < words; ++k) {
           for (int j = 0; j < 4; ++j) {
-            out[g * group + ((b * words + k) * 16 + l) * 4 + j] = blk[qs_off + 4 * k + j] ^ flip;
+            out[g * group + ((b * words + ReferenceSlot(t, k)) * 16 + l) * 4 + j] =
+                blk[qs_off + 4 * k + j] ^ flip;
           }
         }
         if (t == DType::kQ5_0) {
@@ -104,7 +122,8 @@ std::vector<uint8_t> ReferencePack(DType t, const uint8_t* W, size_t rb, int64_t
         }
         for (int sidx = 0; sidx < scales; ++sidx) {
           for (int j = 0; j < 2; ++j) {
-            out[g * group + qs_bytes + ((b * scales + sidx) * 16 + l) * 2 + j] = blk[2 * sidx + j];
+            out[g * group + qs_bytes + ((b * scales + sidx) * 16 + l) * 2 + j] =
+                blk[sc_off + 2 * sidx + j];
           }
         }
       }
@@ -133,6 +152,38 @@ TEST(PackedWeightTest, PackWritesTheDocumentedLayout) {
         ASSERT_EQ(got.bytes, want.size());
         EXPECT_EQ(std::memcmp(got.data.get(), want.data(), want.size()), 0)
             << Name(t) << " n_out " << n_out << (forced ? " (word loop)" : "");
+      }
+    }
+  }
+}
+
+// UnpackGroup gives back each group's GGUF blocks (rows past n_out: the
+// last row), for any block range; AVX-512 transposes and the word loop.
+TEST(PackedWeightTest, UnpackGroupInvertsPack) {
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  SimdLevelGuard guard;
+  for (int forced = 0; forced <= 1; ++forced) {
+    SetSimdLevelForTesting(forced ? std::optional<SimdLevel>(SimdLevel::kAvx2) : std::nullopt);
+    for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+      const int64_t n_out = 37, nb = 5, n_in = BlockElems(t) * nb;
+      const size_t rb = *RowBytes(t, n_in), bb = rb / nb;
+      const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
+      const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, nullptr);
+      for (int64_t o = 0; o < n_out; o += 16) {
+        for (int64_t b0 : {int64_t{0}, int64_t{2}}) {
+          const int64_t len = b0 == 0 ? nb : 3;
+          std::vector<uint8_t> got(16 * len * bb, 0xAA);
+          rows16::UnpackGroup(t, packed.data.get(), nb, o, b0, len, got.data());
+          for (int l = 0; l < 16; ++l) {
+            const int64_t row = std::min(o + l, n_out - 1);
+            EXPECT_EQ(std::memcmp(got.data() + l * len * bb, w.data() + row * rb + b0 * bb, len * bb),
+                      0)
+                << Name(t) << " rows " << o << " lane " << l << " b0 " << b0
+                << (forced ? " (word loop)" : "");
+          }
+        }
       }
     }
   }

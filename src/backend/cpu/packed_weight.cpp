@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@ struct TypeInfo {
   int scales;          // f16 scales per block
   uint8_t flip;        // XOR applied to every quant byte
   int block_elems = 32;  // elements per block
+  size_t sc_offset = 0;  // the f16 scales' offset in the block
 };
 
 TypeInfo Info(DType t) {
@@ -39,6 +41,8 @@ TypeInfo Info(DType t) {
       return {sizeof(BlockQ5_0), 2, 5, 1, 0};
     case DType::kQ4_K:  // words 0..2: the 12 scale bytes, 3..34: qs; scales d, dmin
       return {sizeof(BlockQ4_K), 4, 35, 2, 0, 256};
+    case DType::kQ6_K:  // words 0..31: ql, 32..47: qh, 48..51: the int8 scales; d last
+      return {sizeof(BlockQ6_K), 0, 52, 1, 0, 256, offsetof(BlockQ6_K, d)};
     default:
       return {0, 0, 0, 0, 0};
   }
@@ -92,8 +96,8 @@ void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint
   const uint32_t flip = ti.flip * 0x01010101u;
   uint8_t* const group_qs = qs;
   const bool packed = ActiveSimdLevel() == SimdLevel::kAvx512 &&
-                      PackGroupAvx512(rows, n_blocks, ti.block_bytes, ti.qs_offset, ti.words,
-                                      ti.scales, ti.flip, qs, sc);
+                      PackGroupAvx512(t, rows, n_blocks, ti.block_bytes, ti.qs_offset, ti.words,
+                                      ti.sc_offset, ti.scales, ti.flip, qs, sc);
   for (int64_t b = 0; !packed && b < n_blocks; ++b) {
     const size_t blk = static_cast<size_t>(b) * ti.block_bytes;
     for (int k = 0; k < ti.words; ++k) {
@@ -102,13 +106,15 @@ void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint
         std::memcpy(&words[l], rows[l] + blk + ti.qs_offset + 4 * k, 4);
         words[l] ^= flip;
       }
-      std::memcpy(qs, words, sizeof words);
-      qs += sizeof words;
+      std::memcpy(qs + WordSlot(t, k) * sizeof words, words, sizeof words);
     }
+    qs += ti.words * sizeof(uint32_t[kRows]);
     // d (and m) as stored: f16 bits, in block order d, m.
     for (int s = 0; s < ti.scales; ++s) {
       uint16_t halves[kRows];
-      for (int l = 0; l < kRows; ++l) std::memcpy(&halves[l], rows[l] + blk + 2 * s, 2);
+      for (int l = 0; l < kRows; ++l) {
+        std::memcpy(&halves[l], rows[l] + blk + ti.sc_offset + 2 * s, 2);
+      }
       std::memcpy(sc, halves, sizeof halves);
       sc += sizeof halves;
     }
@@ -135,6 +141,33 @@ GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, i
   }
   PackGroup(t, rows, len, qs_buf, sc_buf);
   return {qs_buf, sc_buf};
+}
+
+void UnpackGroup(DType t, const uint8_t* packed, int64_t nb, int64_t o, int64_t b0, int64_t len,
+                 uint8_t* dst) {
+  const TypeInfo ti = Info(t);
+  const uint8_t* group = packed + (o / kRows) * GroupBytes(t, nb);
+  const uint8_t* sc = group + static_cast<size_t>(nb) * kRows * 4 * ti.words;
+  if (ActiveSimdLevel() == SimdLevel::kAvx512 && ti.flip == 0) {
+    UnpackGroupAvx512(t, group, sc, b0, len, ti.block_bytes, ti.qs_offset, ti.words, ti.sc_offset,
+                      ti.scales, dst);
+    return;
+  }
+  const uint32_t flip = ti.flip * 0x01010101u;
+  for (int64_t b = b0; b < b0 + len; ++b) {
+    for (int l = 0; l < kRows; ++l) {
+      uint8_t* blk = dst + (l * len + (b - b0)) * ti.block_bytes;
+      for (int k = 0; k < ti.words; ++k) {
+        uint32_t word;
+        std::memcpy(&word, group + ((b * ti.words + WordSlot(t, k)) * kRows + l) * 4, 4);
+        word ^= flip;
+        std::memcpy(blk + ti.qs_offset + 4 * k, &word, 4);
+      }
+      for (int s = 0; s < ti.scales; ++s) {
+        std::memcpy(blk + ti.sc_offset + 2 * s, sc + ((b * ti.scales + s) * kRows + l) * 2, 2);
+      }
+    }
+  }
 }
 
 NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,

@@ -1,11 +1,11 @@
 // Weights repacked at load for the AVX-512 QuantMatMul kernels ("rows16"):
-// Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K matrices with 16 weight rows interleaved per 32-bit
+// Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K matrices with 16 weight rows interleaved per 32-bit
 // lane, the layout the kernels' vpdpbusd wants, so that no call rearranges
 // the GGUF blocks (the batch kernel used to, per call; the one-row kernel read
 // one row at a time). Same bytes per row as the GGUF blocks: the copy is as
 // large as the matrix (plus at most 15 padding rows).
 //
-// Layout, for n_out rows of nb = n_in / 32 blocks (Q4_K: n_in / 256), in groups of 16 rows
+// Layout, for n_out rows of nb = n_in / 32 blocks (K-quants: n_in / 256), in groups of 16 rows
 // (group G holds rows 16G .. 16G + 15; rows past n_out repeat row n_out - 1,
 // computed but never stored). Group G starts at G * GroupBytes and holds
 //   qs [nb][kWords][16] u32   word k of lane l: bytes 4k .. 4k + 3 of row
@@ -21,10 +21,15 @@
 //                             scales and mins as stored, words 3..34 its
 //                             qs (byte j of word 3 + 8c + i: element 64c +
 //                             4i + j in the low nibble, + 32 in the high)
-//                             kWords = 4 (Q4_0, Q4_1), 5 (Q5_0), 8 (Q8_0)
-//                             or 35 (Q4_K)
+//                             Q6_K: GGUF words 0..31 ql, 32..47 qh,
+//                             48..51 the 16 int8 scales, in the order
+//                             WordSlot gives (the order its one-row
+//                             kernel reads them)
+//                             kWords = 4 (Q4_0, Q4_1), 5 (Q5_0), 8 (Q8_0),
+//                             35 (Q4_K) or 52 (Q6_K)
 //   sc [nb][kScales][16] u16  the blocks' f16 d (and, for Q4_1, then m;
-//                             for Q4_K, then dmin)
+//                             for Q4_K, then dmin; Q6_K's d is the
+//                             block's last field)
 // So a group is 16 * row_bytes bytes, and its quants and scales are each read
 // front to back, one block at a time.
 #pragma once
@@ -44,14 +49,31 @@ namespace rows16 {
 
 constexpr int kRows = 16;
 
-// Whether t has a rows16 layout (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K).
+// Whether t has a rows16 layout (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 bool Supports(DType t);
-// Elements per block of t (32; Q4_K 256).
+// Elements per block of t (32; Q4_K and Q6_K 256).
 int BlockElements(DType t);
-// 32-bit quant words per block and lane (4, 5, 8 or 35), f16 scales per
+// 32-bit quant words per block and lane (4, 5, 8, 35 or 52), f16 scales per
 // block and lane (1 or 2).
 int Words(DType t);
 int Scales(DType t);
+
+// The slot (0 .. Words - 1) that a block's GGUF quant word k (4 bytes at
+// 4k from the quants' start) takes in the copy. Q6_K's words are stored in
+// the order its one-row kernel reads them: the 4 scale words (48..51),
+// then for each half h = 0, 1 and i = 0..7 the words ql 16h + i, ql 16h +
+// 8 + i and qh 32 + 8h + i, which that kernel combines into 4 code words.
+// So a decode reads each block front to back: the hardware prefetchers
+// follow ascending streams, and in GGUF order (three interleaved streams
+// per block) one row from memory ran ~0.9x of the GGUF-row kernel
+// (without software prefetches 13 GB/s, GGUF rows ~29). Other types:
+// slot k.
+constexpr int WordSlot(DType t, int k) {
+  if (t != DType::kQ6_K) return k;
+  if (k >= 48) return k - 48;                                             // scales
+  if (k >= 32) return 4 + 24 * ((k - 32) / 8) + 3 * ((k - 32) % 8) + 2;  // qh
+  return 4 + 24 * (k / 16) + 3 * (k % 8) + (k % 16) / 8;                  // ql
+}
 // Bytes of one group of 16 rows of nb blocks.
 size_t GroupBytes(DType t, int64_t n_blocks);
 // Bytes of a packed n_out x n_in matrix (n_in a multiple of the block).
@@ -88,6 +110,15 @@ GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, i
                         int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
                         uint8_t* sc_buf);
 
+// The inverse of PackGroup for blocks [b0, b0 + len) of the group of rows
+// o .. o + 15 (o a multiple of 16) of a packed copy of nb blocks per row:
+// the 16 rows' GGUF blocks, row l at dst + l * len * BlockBytes(t) (rows
+// past the matrix's end repeat its last row, as packed). For kernels that
+// want GGUF rows of a matrix that only has its copy (not Q5_0, whose high
+// bits are rearranged when packed).
+void UnpackGroup(DType t, const uint8_t* packed, int64_t nb, int64_t o, int64_t b0, int64_t len,
+                 uint8_t* dst);
+
 // For prefetching: in a rows16 copy W walked group by group (rows o ..
 // o + 15, up to o_end) and each group's nb blocks chunk by chunk (up to
 // chunk_blocks), the chunk after blocks [b0, b0 + len) of group o -- the
@@ -104,9 +135,15 @@ NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int
 // are the group's 16 source rows, qs / sc where its quants and scales go.
 // false (nothing written) when the rows lie too far apart for 32-bit gather
 // indices; the caller then packs the group word by word.
-bool PackGroupAvx512(const uint8_t* const rows[kRows], int64_t n_blocks, size_t block_bytes,
-                     size_t qs_offset, int words, int scales, uint8_t flip, uint8_t* qs,
-                     uint8_t* sc);
+bool PackGroupAvx512(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, size_t block_bytes,
+                     size_t qs_offset, int words, size_t sc_offset, int scales, uint8_t flip,
+                     uint8_t* qs, uint8_t* sc);
+
+// The AVX-512 loop of UnpackGroup (types without a flip): group_qs /
+// group_sc the group's words and scales, blocks [b0, b0 + len) to dst.
+void UnpackGroupAvx512(DType t, const uint8_t* group_qs, const uint8_t* group_sc, int64_t b0, int64_t len,
+                       size_t block_bytes, size_t qs_offset, int words, size_t sc_offset,
+                       int scales, uint8_t* dst);
 
 // A packed copy owned by the CPU backend (weight_buffer.h: page-aligned,
 // huge pages where the host grants them).
