@@ -362,12 +362,16 @@ BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
 BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q8_0, DType::kQ8_0)
     ->ArgsProduct({{8192}, {2048}, {16, 512}, {1, 2}, {1}})
     ->UseRealTime();
-// Q4_K (AVX-512 without AMX): one decode row, 16 sessions' rows, a prefill
-// chunk; 1B ffn_up and ffn_down.
-BENCHMARK_CAPTURE(BM_QuantMatMulPacked, Q4_K, DType::kQ4_K)
-    ->ArgsProduct({{8192}, {2048}, {1, 16, 32, 64, 128, 512}, {1}, {0, 1}})
-    ->ArgsProduct({{2048}, {8192}, {1, 16}, {1}, {0, 1}})
-    ->UseRealTime();
+// Q4_K and Q6_K (AVX-512 without AMX): one decode row, 16 sessions' rows,
+// prefill chunks; 1B ffn_up and ffn_down.
+#define LLM_KROWS16_BENCH(name, type)                                         \
+  BENCHMARK_CAPTURE(BM_QuantMatMulPacked, name, type)                         \
+      ->ArgsProduct({{8192}, {2048}, {1, 16, 32, 64, 128, 256, 512}, {1}, {0, 1}}) \
+      ->ArgsProduct({{2048}, {8192}, {1, 16}, {1}, {0, 1}})                   \
+      ->UseRealTime()
+LLM_KROWS16_BENCH(Q4_K, DType::kQ4_K);
+LLM_KROWS16_BENCH(Q6_K, DType::kQ6_K);
+#undef LLM_KROWS16_BENCH
 
 // Args: m, n, k, threads.
 void BM_MatMulF32(benchmark::State& state) {

@@ -16,6 +16,7 @@
 #include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/quant_matmul_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
 #include "core/half.h"
@@ -447,13 +448,14 @@ TEST(KQuantTest, TiledOrderForEightOrMoreRowsAtEveryLevel) {
   }
 }
 
-// Q4_K's rows16 copy (AVX-512 without AMX, made at load) runs its own
-// kernels: the vec_dot order for 1-7 rows and batch-invariant products, the
-// tiled order for 8+; each must give the GGUF rows' kernels' outputs bit for
-// bit (those are checked against the models above). Partial groups of 16
-// weight rows, several chunks of blocks, partial bands of activation rows,
-// one thread and several.
-TEST(KQuantTest, Q4KRows16CopyGivesTheGgufRowsBits) {
+// Q4_K's and Q6_K's rows16 copies (AVX-512 without AMX, made at load) run
+// their own kernels: the vec_dot order for 1-7 rows and batch-invariant
+// products, the tiled order for 8+; each must give the GGUF rows' kernels'
+// outputs bit for bit (those are checked against the models above). Partial
+// groups of 16 weight rows, several chunks of blocks, partial bands of
+// activation rows, one thread and several, and a batch large enough for
+// Q6_K's copy to take the GGUF-row kernel.
+TEST(KQuantTest, KRows16CopyGivesTheGgufRowsBits) {
   if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "needs AVX-512";
   SimdLevelGuard guard;
   SetSimdLevelForTesting(SimdLevel::kAvx512);
@@ -461,21 +463,26 @@ TEST(KQuantTest, Q4KRows16CopyGivesTheGgufRowsBits) {
     AmxOff() { SetAmxForTesting(false); }
     ~AmxOff() { SetAmxForTesting(std::nullopt); }
   } amx_off;
-  ASSERT_TRUE(QuantMatMulReadsRows16(DType::kQ4_K));
   const uint32_t seed = FreshSeed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   ThreadPool pool(3);
-  const DType t = DType::kQ4_K;
+  for (DType t : {DType::kQ4_K, DType::kQ6_K})
   for (int64_t n_in : {256, 256 * 5}) {
+    SCOPED_TRACE(Name(t));
+    ASSERT_TRUE(QuantMatMulReadsRows16(t));
     for (int64_t n_out : {16, 37, 83}) {
       const size_t rb = *RowBytes(t, n_in);
       const std::vector<uint8_t> w = RandomWeights(rng, t, n_out, n_in, rb);
       const rows16::PackedBuffer packed = rows16::MakePacked(t, w.data(), rb, n_out, n_in, &pool);
-      for (int64_t n_rows : {1, 2, 7, 8, 9, 17, 41}) {
+      // (257 rows: Q6_K's copy then runs the GGUF-row kernel on rebuilt
+      // blocks, qmm::kQ6KRows16MaxLanesRows.)
+      for (int64_t n_rows : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{8}, int64_t{9},
+                             int64_t{17}, int64_t{41}, qmm::kQ6KRows16MaxLanesRows + 1}) {
         for (bool invariant : {false, true}) {
           if (invariant && n_rows != 9) continue;
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            if (n_rows > 41 && (p == nullptr || n_out != 37)) continue;  // (time)
             SCOPED_TRACE("n_in=" + std::to_string(n_in) + " n_out=" + std::to_string(n_out) +
                          " n_rows=" + std::to_string(n_rows) +
                          " invariant=" + std::to_string(invariant) +

@@ -40,6 +40,7 @@
 #include "backend/cpu/kquant_codes_avx512.h"
 #include "backend/cpu/kquant_kernels.h"
 #include "backend/cpu/kquant_scales_avx512.h"
+#include "backend/cpu/packed_weight.h"
 #include "backend/cpu/quant_blocks.h"
 #include "backend/cpu/quant_matmul_kernels.h"
 #include "backend/cpu/transpose16x16_avx512.h"
@@ -202,7 +203,7 @@ inline void BandBlocks(const Weights& w, int row0, int64_t kb0, int64_t len, con
 
 // W: GGUF rows (row o at W + o * row_bytes); o_begin a multiple of 16.
 // scratch: qmm::ScratchFloats(n_in, n_rows) floats.
-template <DType T>
+template <DType T, bool kPacked = false>
 void KTiledKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_end,
                   const qmm::Acts& a, float* y, size_t y_stride, float* scratch) {
   using Block = typename KBlockOf<T>::type;
@@ -220,17 +221,34 @@ void KTiledKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_en
   w.d = reinterpret_cast<float*>(w.corr + kChunk * kRows);
   w.dmin = w.d + kChunk * kRows;
   w.mins = reinterpret_cast<int32_t*>(w.dmin + kChunk * kRows);
-  float* saved = reinterpret_cast<float*>(w.mins + kChunk * 4 * kRows);
-  static_assert(
-      qmm::kVnniKScratchFloats * 4 >= 64 + kChunk * kRows * (256 + 16 * 4 + 3 * 4 + 4 * 4),
-      "kVnniKScratchFloats too small");
+  // W a rows16 copy (kPacked): each chunk's GGUF blocks, rebuilt.
+  uint8_t* rows = reinterpret_cast<uint8_t*>(w.mins + kChunk * 4 * kRows);
+  float* saved = reinterpret_cast<float*>(rows + (kPacked ? kChunk * kRows * sizeof(Block) : 0));
+  static_assert(qmm::kVnniKScratchFloats * 4 >= 64 + kChunk * kRows * (256 + 16 * 4 + 3 * 4 + 4 * 4 +
+                                                                    sizeof(BlockQ6_K)),
+                "kVnniKScratchFloats too small");
 
   for (int64_t o = o_begin; o < o_end; o += kRows) {
     const int n = static_cast<int>(std::min<int64_t>(kRows, o_end - o));  // live weight rows
     for (int64_t kb0 = 0; kb0 < nkb; kb0 += kChunk) {
       const int64_t len = std::min(kChunk, nkb - kb0);
-      qmm::UnpackGroupChunk<T>(W, row_bytes, o, o_end, kb0, len, kChunk, nkb,
-                               [&](const Block& b, int r, int64_t j) { UnpackRow<T>(b, r, w, j); });
+      if constexpr (kPacked) {
+        // The chunk's 16 rows as GGUF blocks (a few % of a 256-row batch),
+        // the copy's next chunk prefetched meanwhile.
+        rows16::UnpackGroup(T, static_cast<const uint8_t*>(W), nkb, o, kb0, len, rows);
+        const rows16::NextChunk next = rows16::NextChunkOfGroup(T, W, o, o_end, nkb, kb0, len, kChunk);
+        for (int64_t off = 0; off < next.len * rows16::Words(T) * 64; off += 64) {
+          __builtin_prefetch(next.at.qs + off, 0, 2);
+        }
+        for (int r = 0; r < kRows; ++r) {
+          const Block* blocks = reinterpret_cast<const Block*>(rows) + r * len;
+          for (int64_t j = 0; j < len; ++j) UnpackRow<T>(blocks[j], r, w, j);
+        }
+      } else {
+        qmm::UnpackGroupChunk<T>(
+            W, row_bytes, o, o_end, kb0, len, kChunk, nkb,
+            [&](const Block& b, int r, int64_t j) { UnpackRow<T>(b, r, w, j); });
+      }
       const bool first = kb0 == 0, last = kb0 + len == nkb;
       for (int64_t t = 0; t < n_tiles; ++t) {
         const uint8_t* act =
@@ -267,6 +285,10 @@ void KTiledKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t o_en
 }  // namespace
 
 namespace qmm {
+Kernel KQuantTiledAvx512PackedKernel(DType t) {
+  return t == DType::kQ6_K ? &KTiledKernel<DType::kQ6_K, true> : nullptr;
+}
+
 Kernel KQuantTiledAvx512Kernel(DType t) {
   switch (t) {
     case DType::kQ4_K:

@@ -88,7 +88,8 @@ int64_t qmm::ScratchFloats(int64_t n_in, int64_t n_rows) {
   const int64_t packed = 16 + kAvx2PackedOpsFloats + kPackedScratchPerRow * n_rows;
   const int64_t amx =
       std::max({kAmxScratchFloats, kAmxKScratchFloats, kBlockOrderScratchFloats,
-                kAvx2BlockOrderScratchFloats, kVnniKScratchFloats, kAvx2KScratchFloats}) +
+                kAvx2BlockOrderScratchFloats, kVnniKScratchFloats, kKRows16ScratchFloats,
+                kAvx2KScratchFloats}) +
       kAmxScratchPerRow * (n_rows + kAmxTileRows - 1);
   return std::max({n_in, packed, amx});
 }
@@ -296,9 +297,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     if (qmm::UsesQ8KActs(out.wtype)) {
       if (!tiled_k) return nullptr;
       if (amx) return qmm::KQuantAmxKernel(out.wtype);
-      return out.wtype == DType::kQ4_K && out.packed != nullptr
-                 ? qmm::Q4KRows16TiledAvx512Kernel()
-                 : qmm::KQuantTiledAvx512Kernel(out.wtype);
+      if (out.packed == nullptr) return qmm::KQuantTiledAvx512Kernel(out.wtype);
+      return out.wtype == DType::kQ6_K && n_rows >= qmm::kQ6KRows16MaxLanesRows
+                 ? qmm::KQuantTiledAvx512PackedKernel(out.wtype)
+                 : qmm::KRows16TiledAvx512Kernel(out.wtype);
     }
     return amx ? qmm::AmxKernel(out.wtype, out.packed != nullptr)
                : qmm::Avx512BlockOrderKernel(out.wtype, out.packed != nullptr);
@@ -377,10 +379,10 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     // A rows16 copy runs one row and batches alike on AVX2 and AVX-512 (the
     // same outputs as the kernels above, without their per-call
     // rearrangement).
-    // (Q4_K's copy exists on AVX-512 hosts only: QuantMatMulReadsRows16.)
+    // (The K-quants' copies exist on AVX-512 hosts only: QuantMatMulReadsRows16.)
     qmm::Kernel packed = nullptr;
-    if (outputs[i].packed != nullptr && outputs[i].wtype == DType::kQ4_K) {
-      packed = avx512 ? qmm::Q4KRows16Avx512Kernel() : nullptr;
+    if (outputs[i].packed != nullptr && qmm::UsesQ8KActs(outputs[i].wtype)) {
+      packed = avx512 ? qmm::KRows16Avx512Kernel(outputs[i].wtype) : nullptr;
     } else if (outputs[i].packed != nullptr && level != SimdLevel::kScalar) {
       packed = avx512 ? qmm::Avx512PackedKernel(outputs[i].wtype)
                       : qmm::Avx2PackedKernel(outputs[i].wtype);
@@ -391,10 +393,11 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     }
     const qmm::Kernel batch_kernel = batch_kernel_of(outputs[i]);
     if (batch_kernel != nullptr) {
-      // The other K-quant batch kernels (and Q4_K's on the AVX2 and AMX
-      // levels) read GGUF rows.
+      // The other K-quant batch kernels (and on the AVX2 and AMX levels
+      // those of the types with a copy) read GGUF rows.
       const bool reads_rows16 = !qmm::UsesQ8KActs(outputs[i].wtype) ||
-                                batch_kernel == qmm::Q4KRows16TiledAvx512Kernel();
+                                batch_kernel == qmm::KRows16TiledAvx512Kernel(outputs[i].wtype) ||
+                                batch_kernel == qmm::KQuantTiledAvx512PackedKernel(outputs[i].wtype);
       t.kernel = batch_kernel;
       t.W = outputs[i].packed != nullptr && reads_rows16 ? outputs[i].packed : outputs[i].W;
     }
@@ -497,9 +500,12 @@ absl::Status CheckOutput(const QuantMatMulOutput& o, int64_t n_in, const float* 
 }  // namespace
 
 bool QuantMatMulReadsRows16(DType t) {
-  // Q4_K's rows16 kernels are AVX-512 VNNI ones; with AMX its batches run on
-  // tiles from GGUF rows (kquant_amx.cpp), so there it keeps a plain copy.
-  if (t == DType::kQ4_K) return ActiveSimdLevel() == SimdLevel::kAvx512 && !AmxActive();
+  // The K-quants' rows16 kernels are AVX-512 VNNI ones; with AMX their
+  // batches run on tiles from GGUF rows (kquant_amx.cpp), so there they keep
+  // a plain copy.
+  if (qmm::UsesQ8KActs(t)) {
+    return rows16::Supports(t) && ActiveSimdLevel() == SimdLevel::kAvx512 && !AmxActive();
+  }
   return ActiveSimdLevel() != SimdLevel::kScalar && rows16::Supports(t);
 }
 

@@ -167,14 +167,21 @@ constexpr int64_t kAmxKScratchFloats =
 // kernel's bits); it reads Acts::kq_tiles (biased) / kd_tiles / kbsum_tiles.
 // Its scratch: kVnniKScratchFloats plus kAmxScratchPerRow per padded row.
 constexpr int64_t kVnniKChunkBlocks = 2;
-constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 + 3 + 4);
-// The Q4_K kernels on the rows16 copy (kquant_rows16_q4k_avx512.cpp):
-// Q4KRows16Avx512Kernel in the vec_dot order (any rows; reads Acts::kq / kd /
-// kbsum), Q4KRows16TiledAvx512Kernel in the tiled order (8+ rows; reads
-// Acts::kq and the tiles' kd_tiles / kbsum_tiles). The tiled one walks a
-// group's blocks in chunks of kQ4KRows16ChunkBlocks; its scratch: 16 plus
-// kAmxScratchPerRow per padded row.
-constexpr int64_t kQ4KRows16ChunkBlocks = 2;
+constexpr int64_t kVnniKScratchFloats = 16 + kVnniKChunkBlocks * 16 * (64 + 16 + 3 + 4 + 53);
+// The Q4_K and Q6_K kernels on their rows16 copy (kquant_rows16_avx512.cpp):
+// KRows16Avx512Kernel in the vec_dot order (any rows; reads Acts::kq / kd /
+// kbsum), KRows16TiledAvx512Kernel in the tiled order (8+ rows; reads
+// Acts::kq / kd / kbsum and, for Q4_K, kbsum_tiles). The tiled one walks a
+// group's blocks in chunks of kKRows16ChunkBlocks; its scratch:
+// kKRows16ScratchFloats plus kAmxScratchPerRow per padded row.
+constexpr int64_t kKRows16ChunkBlocks = 2;
+// From this many rows on, Q6_K's copy runs KQuantTiledAvx512PackedKernel
+// instead: its 16-element sub-blocks cost the lanes layout a vpmulld per 4
+// vpdpbusd, and at large batches the other layout, which unpacks a chunk
+// once for every 16 activation rows, is faster (512 rows: 154 against ~128
+// GMAC/s on one Zen 4 core).
+constexpr int64_t kQ6KRows16MaxLanesRows = 256;
+constexpr int64_t kKRows16ScratchFloats = 16 + kKRows16ChunkBlocks * 16 * (16 + 4 + 2 + 64);
 
 // The K-quant tiled-order AVX2 kernel (kquant_tiled_avx2.cpp): Q4_K, Q5_K and
 // Q6_K in products of 8+ rows at the AVX2 level (the AMX kernel's bits); it
@@ -249,9 +256,13 @@ Kernel KQuantAmxKernel(DType t);
 // The K-quant tiled-order VNNI kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
 // on GGUF rows; call only at the AVX-512 level. The AMX kernel's bits.
 Kernel KQuantTiledAvx512Kernel(DType t);
-// The Q4_K kernels on its rows16 copy (above); call only at the AVX-512 level.
-Kernel Q4KRows16Avx512Kernel();
-Kernel Q4KRows16TiledAvx512Kernel();
+// The same kernel for t (Q6_K, else nullptr) on a rows16 copy: each chunk's
+// GGUF blocks rebuilt first (rows16::UnpackGroup).
+Kernel KQuantTiledAvx512PackedKernel(DType t);
+// The K-quant kernels on a rows16 copy (above) for t (Q4_K, Q6_K, else
+// nullptr); call only at the AVX-512 level.
+Kernel KRows16Avx512Kernel(DType t);
+Kernel KRows16TiledAvx512Kernel(DType t);
 // The K-quant tiled-order AVX2 kernel for t (Q4_K, Q5_K, Q6_K, else nullptr)
 // on GGUF rows; call only at the AVX2 level or above. The AMX kernel's bits.
 Kernel KQuantTiledAvx2Kernel(DType t);
