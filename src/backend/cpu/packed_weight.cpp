@@ -32,17 +32,17 @@ struct TypeInfo {
 TypeInfo Info(DType t) {
   switch (t) {
     case DType::kQ4_0:
-      return {sizeof(BlockQ4_0), 2, 4, 1, 0};
+      return {sizeof(BlockQ4_0), 2, Words(t), Scales(t), 0};
     case DType::kQ4_1:
-      return {sizeof(BlockQ4_1), 4, 4, 2, 0};
+      return {sizeof(BlockQ4_1), 4, Words(t), Scales(t), 0};
     case DType::kQ8_0:
-      return {sizeof(BlockQ8_0), 2, 8, 1, 0x80};
+      return {sizeof(BlockQ8_0), 2, Words(t), Scales(t), 0x80};
     case DType::kQ5_0:  // word 0: qh (then SpreadQ5HighBits), words 1..4: qs
-      return {sizeof(BlockQ5_0), 2, 5, 1, 0};
+      return {sizeof(BlockQ5_0), 2, Words(t), Scales(t), 0};
     case DType::kQ4_K:  // words 0..2: the 12 scale bytes, 3..34: qs; scales d, dmin
-      return {sizeof(BlockQ4_K), 4, 35, 2, 0, 256};
+      return {sizeof(BlockQ4_K), 4, Words(t), Scales(t), 0, 256};
     case DType::kQ6_K:  // words 0..31: ql, 32..47: qh, 48..51: the int8 scales; d last
-      return {sizeof(BlockQ6_K), 0, 52, 1, 0, 256, offsetof(BlockQ6_K, d)};
+      return {sizeof(BlockQ6_K), 0, Words(t), Scales(t), 0, 256, offsetof(BlockQ6_K, d)};
     default:
       return {0, 0, 0, 0, 0};
   }
@@ -73,14 +73,6 @@ void SpreadQ5HighBits(uint8_t* group_qs, int64_t n_blocks) {
 
 bool Supports(DType t) { return Info(t).block_bytes != 0; }
 int BlockElements(DType t) { return Info(t).block_elems; }
-int Words(DType t) { return Info(t).words; }
-int Scales(DType t) { return Info(t).scales; }
-
-size_t GroupBytes(DType t, int64_t n_blocks) {
-  const TypeInfo ti = Info(t);
-  return static_cast<size_t>(n_blocks) * kRows * (4 * ti.words + 2 * ti.scales);
-}
-
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in) {
   const int64_t n_groups = (n_out + kRows - 1) / kRows;
   return static_cast<size_t>(n_groups) * GroupBytes(t, n_in / Info(t).block_elems);
@@ -124,20 +116,13 @@ void PackGroup(DType t, const uint8_t* const rows[kRows], int64_t n_blocks, uint
 
 size_t BlockBytes(DType t) { return Info(t).block_bytes; }
 
-GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
-                        int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
-                        uint8_t* sc_buf) {
-  const TypeInfo ti = Info(t);
-  if (packed) {
-    const uint8_t* group = static_cast<const uint8_t*>(W) + (o / kRows) * GroupBytes(t, nb);
-    return {group + static_cast<size_t>(b0) * ti.words * 64,
-            group + static_cast<size_t>(nb) * kRows * 4 * ti.words +
-                static_cast<size_t>(b0) * ti.scales * kRows * 2};
-  }
+GroupChunk PackChunkOfGroup(DType t, const void* W, size_t row_bytes, int64_t o, int64_t o_end,
+                            int64_t b0, int64_t len, uint8_t* qs_buf, uint8_t* sc_buf) {
+  const size_t block_bytes = Info(t).block_bytes;
   const uint8_t* rows[kRows];
   for (int l = 0; l < kRows; ++l) {
     const int64_t row = std::min(o + l, o_end - 1);
-    rows[l] = static_cast<const uint8_t*>(W) + row * row_bytes + b0 * ti.block_bytes;
+    rows[l] = static_cast<const uint8_t*>(W) + row * row_bytes + b0 * block_bytes;
   }
   PackGroup(t, rows, len, qs_buf, sc_buf);
   return {qs_buf, sc_buf};
@@ -168,20 +153,6 @@ void UnpackGroup(DType t, const uint8_t* packed, int64_t nb, int64_t o, int64_t 
       }
     }
   }
-}
-
-NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,
-                           int64_t b0, int64_t len, int64_t chunk_blocks) {
-  const bool next_group = b0 + len >= nb;
-  const int64_t next_o = next_group ? o + kRows : o;
-  if (next_o >= o_end) return NextChunk{};
-  const int64_t next_b0 = next_group ? 0 : b0 + len;
-  const int64_t next_len = std::min(chunk_blocks, nb - next_b0);
-  NextChunk next;
-  next.at = ChunkOfGroup(t, W, /*packed=*/true, 0, next_o, o_end, nb, next_b0, next_len, nullptr,
-                         nullptr);
-  next.len = next_len;
-  return next;
 }
 
 void Pack(DType t, const uint8_t* W, size_t row_bytes, int64_t n_out, int64_t n_in, uint8_t* dst,

@@ -55,8 +55,29 @@ bool Supports(DType t);
 int BlockElements(DType t);
 // 32-bit quant words per block and lane (4, 5, 8, 35 or 52), f16 scales per
 // block and lane (1 or 2).
-int Words(DType t);
-int Scales(DType t);
+// (constexpr, as GroupBytes / ChunkOfGroup's copy path below, so that the
+// batch kernels' per-chunk address arithmetic folds: out of line it was ~5
+// % of a 16-session SmolLM2-shape Q4_0 step.) 0 for other types.
+constexpr int Words(DType t) {
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      return 4;
+    case DType::kQ5_0:
+      return 5;
+    case DType::kQ8_0:
+      return 8;
+    case DType::kQ4_K:
+      return 35;
+    case DType::kQ6_K:
+      return 52;
+    default:
+      return 0;
+  }
+}
+constexpr int Scales(DType t) {
+  return t == DType::kQ4_1 || t == DType::kQ4_K ? 2 : Words(t) != 0 ? 1 : 0;
+}
 
 // The slot (0 .. Words - 1) that a block's GGUF quant word k (4 bytes at
 // 4k from the quants' start) takes in the copy. Q6_K's words are stored in
@@ -75,7 +96,9 @@ constexpr int WordSlot(DType t, int k) {
   return 4 + 24 * (k / 16) + 3 * (k % 8) + (k % 16) / 8;                  // ql
 }
 // Bytes of one group of 16 rows of nb blocks.
-size_t GroupBytes(DType t, int64_t n_blocks);
+inline size_t GroupBytes(DType t, int64_t n_blocks) {
+  return static_cast<size_t>(n_blocks) * kRows * (4 * Words(t) + 2 * Scales(t));
+}
 // Bytes of a packed n_out x n_in matrix (n_in a multiple of the block).
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
 
@@ -106,9 +129,17 @@ struct GroupChunk {
   const uint8_t* qs;
   const uint8_t* sc;
 };
-GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
-                        int64_t o_end, int64_t nb, int64_t b0, int64_t len, uint8_t* qs_buf,
-                        uint8_t* sc_buf);
+GroupChunk PackChunkOfGroup(DType t, const void* W, size_t row_bytes, int64_t o, int64_t o_end,
+                            int64_t b0, int64_t len, uint8_t* qs_buf, uint8_t* sc_buf);
+inline GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
+                               int64_t o_end, int64_t nb, int64_t b0, int64_t len,
+                               uint8_t* qs_buf, uint8_t* sc_buf) {
+  if (!packed) return PackChunkOfGroup(t, W, row_bytes, o, o_end, b0, len, qs_buf, sc_buf);
+  const uint8_t* group = static_cast<const uint8_t*>(W) + (o / kRows) * GroupBytes(t, nb);
+  return {group + static_cast<size_t>(b0) * Words(t) * 64,
+          group + static_cast<size_t>(nb) * kRows * 4 * Words(t) +
+              static_cast<size_t>(b0) * Scales(t) * kRows * 2};
+}
 
 // The inverse of PackGroup for blocks [b0, b0 + len) of the group of rows
 // o .. o + 15 (o a multiple of 16) of a packed copy of nb blocks per row:
@@ -128,8 +159,19 @@ struct NextChunk {
   GroupChunk at{nullptr, nullptr};
   int64_t len = 0;
 };
-NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,
-                           int64_t b0, int64_t len, int64_t chunk_blocks);
+inline NextChunk NextChunkOfGroup(DType t, const void* W, int64_t o, int64_t o_end, int64_t nb,
+                                  int64_t b0, int64_t len, int64_t chunk_blocks) {
+  const bool next_group = b0 + len >= nb;
+  const int64_t next_o = next_group ? o + kRows : o;
+  if (next_o >= o_end) return NextChunk{};
+  const int64_t next_b0 = next_group ? 0 : b0 + len;
+  const int64_t next_len = chunk_blocks < nb - next_b0 ? chunk_blocks : nb - next_b0;
+  NextChunk next;
+  next.at = ChunkOfGroup(t, W, /*packed=*/true, 0, next_o, o_end, nb, next_b0, next_len, nullptr,
+                         nullptr);
+  next.len = next_len;
+  return next;
+}
 
 // The AVX-512 packing loop for one group (packed_weight_avx512.cpp): rows
 // are the group's 16 source rows, qs / sc where its quants and scales go.
