@@ -129,6 +129,8 @@ struct GroupChunk {
   const uint8_t* qs;
   const uint8_t* sc;
 };
+// (GGUF rows: packed out of line. A copy: address arithmetic, inline so
+// that it folds in the kernels, which ask once per chunk.)
 GroupChunk PackChunkOfGroup(DType t, const void* W, size_t row_bytes, int64_t o, int64_t o_end,
                             int64_t b0, int64_t len, uint8_t* qs_buf, uint8_t* sc_buf);
 inline GroupChunk ChunkOfGroup(DType t, const void* W, bool packed, size_t row_bytes, int64_t o,
