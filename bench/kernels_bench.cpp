@@ -475,12 +475,16 @@ BENCHMARK(BM_AttentionDecode)
 // 30 layers per block, ~368 KB), n_kv positions per session, the sessions'
 // blocks and layers cycled through ~256 MiB. Args: n_kv, huge pages
 // (1: the CPU backend's KV slabs, cpu_kv_storage.h; 0: 4 KiB pages),
-// n_head, n_head_kv (SmolLM2 9 / 3, TinyLlama 32 / 4).
+// n_head, n_head_kv (SmolLM2 9 / 3, TinyLlama 32 / 4), sessions per call
+// (one AttentionBatch job each: a batch step's layer), threads.
 // Bytes = the K and V read.
 void BM_AttentionDecodeFromMemory(benchmark::State& state) {
   const int64_t n_kv = state.range(0), hd = 64;
   const bool huge = state.range(1) != 0;
   const int64_t n_head = state.range(2), n_head_kv = state.range(3);
+  const size_t n_seq = static_cast<size_t>(state.range(4));
+  const int threads = static_cast<int>(state.range(5));
+  ThreadPool thread_pool(threads);
   const KvLayout layout{30, n_head_kv, hd};  // n_layer, n_head_kv, head_dim
   const int64_t bt = KvLayout::block_tokens(KvType::kF16);
   const int64_t n_blocks = (n_kv + bt - 1) / bt;
@@ -507,35 +511,47 @@ void BM_AttentionDecodeFromMemory(benchmark::State& state) {
   // blocks[c * n_blocks + b]: block b of copy c.
   std::vector<const uint8_t*> blocks(copies * static_cast<size_t>(n_blocks));
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = pool + i * block_bytes;
-  std::vector<float> q(n_head * hd), out(n_head * hd);
+  std::vector<float> q(n_seq * n_head * hd), out(n_seq * n_head * hd);
   for (float& x : q) x = u(rng);
-  KvView kv;
-  kv.block_tokens = bt;
-  kv.f16 = true;
-  kv.n_head_kv = n_head_kv;
-  kv.head_dim = hd;
-  kv.row_stride = row;
-  // Call i reads copy i % copies, layer (i / copies) % n_layer: every byte
-  // of the pool in turn, so the rows come from memory.
+  std::vector<AttentionJob> jobs(n_seq);
+  for (size_t s = 0; s < n_seq; ++s) {
+    AttentionJob& j = jobs[s];
+    j.q = q.data() + s * n_head * hd;
+    j.out = out.data() + s * n_head * hd;
+    j.n_q = 1;
+    j.pos0 = n_kv - 1;
+    j.kv.block_tokens = bt;
+    j.kv.f16 = true;
+    j.kv.n_head_kv = n_head_kv;
+    j.kv.head_dim = hd;
+    j.kv.row_stride = row;
+  }
+  // Session s of call i reads copy (i * n_seq + s) % copies, layer
+  // (i * n_seq + s) / copies % n_layer: every byte of the pool in turn, so
+  // the rows come from memory.
   size_t i = 0;
   for (auto _ : state) {
-    const size_t c = i % copies;
-    const int64_t layer = static_cast<int64_t>(i / copies % static_cast<size_t>(layout.n_layer));
-    kv.blocks = blocks.data() + c * static_cast<size_t>(n_blocks);
-    kv.k_offset = layout.k_offset(KvType::kF16, layer);
-    kv.v_offset = layout.v_offset(KvType::kF16, layer);
-    auto s = Attention(q.data(), 1, n_head, n_kv - 1, kv, out.data(), nullptr);
+    for (size_t s = 0; s < n_seq; ++s, ++i) {
+      const size_t c = i % copies;
+      const int64_t layer = static_cast<int64_t>(i / copies % static_cast<size_t>(layout.n_layer));
+      jobs[s].kv.blocks = blocks.data() + c * static_cast<size_t>(n_blocks);
+      jobs[s].kv.k_offset = layout.k_offset(KvType::kF16, layer);
+      jobs[s].kv.v_offset = layout.v_offset(KvType::kF16, layer);
+    }
+    auto s = AttentionBatch(jobs, n_head, threads > 1 ? &thread_pool : nullptr);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(out.data());
-    ++i;
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(2 * n_kv * row * 2));
+                          static_cast<int64_t>(n_seq * 2 * n_kv * row * 2));
   state.SetLabel(SimdLevelName(ActiveSimdLevel()));
 }
 BENCHMARK(BM_AttentionDecodeFromMemory)
-    ->ArgsProduct({{96, 512}, {0, 1}, {9}, {3}})
-    ->ArgsProduct({{96, 512}, {1}, {32}, {4}});
+    ->ArgsProduct({{96, 512}, {0, 1}, {9}, {3}, {1}, {1}})
+    ->ArgsProduct({{96, 512}, {1}, {32}, {4}, {1}, {1}})
+    ->ArgsProduct({{96}, {1}, {9}, {3}, {16}, {1, 2}})
+    ->ArgsProduct({{96}, {1}, {32}, {4}, {16}, {1, 2}})
+    ->UseRealTime();
 
 // Prefill attention of n_q new tokens from position 0 (causal), one thread,
 // f16 cache in one block. Args: n_q, n_head, n_head_kv (head_dim 64):

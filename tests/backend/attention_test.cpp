@@ -466,6 +466,63 @@ TEST(AttentionTest, BatchEqualsSeparateCallsBitExact) {
   }
 }
 
+// A decode step of many sequences (one query each) splits its tasks into
+// one range per thread by cost, and each thread prefetches the next query's
+// rows while it computes: sequences of very different lengths, windowed
+// ones, both cache types and an empty job give, job by job, the bits of
+// separate calls on 1, 2 and 3 threads, and every output is written.
+TEST(AttentionTest, DecodeBatchEqualsSeparateCallsBitExact) {
+  SimdLevelGuard guard;
+  const uint32_t seed = FreshSeed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  ThreadPool pool2(2), pool3(3);
+  const int64_t n_head = 9, n_head_kv = 3, hd = 64;
+  struct Seq {
+    int64_t n_q, pos0, block_tokens, window;
+    bool f16;
+  };
+  const Seq seqs[] = {{1, 300, 16, 0, true}, {1, 0, 16, 0, true},   {1, 40, 7, 0, false},
+                      {0, 9, 16, 0, true},   {1, 95, 16, 0, true},  {1, 130, 16, 32, true},
+                      {1, 2, 1, 0, false},   {1, 77, 5, 0, true},   {1, 200, 16, 0, true}};
+  for (SimdLevel level : SupportedLevels()) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<PagedKv> caches;
+    std::vector<std::vector<float>> qs, want;
+    for (const Seq& sq : seqs) {
+      const KvData d = MakeKvData(rng, sq.pos0 + 2, n_head_kv, hd, sq.f16, 0);
+      caches.push_back(Page(d, sq.block_tokens, rng));
+      qs.push_back(RandomVector(rng, n_head * hd, 0.1f, 2.0f));
+      want.emplace_back(qs.back().size(), 0.0f);
+      ASSERT_TRUE(Attention(qs.back().data(), sq.n_q, n_head, sq.pos0, caches.back().view(),
+                            want.back().data(), nullptr, false, sq.window)
+                      .ok());
+    }
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      SCOPED_TRACE("threads=" + std::to_string(p == nullptr ? 1 : p->size()));
+      std::vector<std::vector<float>> got;
+      std::vector<AttentionJob> jobs;
+      for (size_t i = 0; i < std::size(seqs); ++i) {
+        got.emplace_back(qs[i].size(), -7.0f);
+        AttentionJob j;
+        j.q = qs[i].data();
+        j.n_q = seqs[i].n_q;
+        j.pos0 = seqs[i].pos0;
+        j.window = seqs[i].window;
+        j.kv = caches[i].view();
+        j.out = got[i].data();
+        jobs.push_back(j);
+      }
+      ASSERT_TRUE(AttentionBatch(jobs, n_head, p).ok());
+      for (size_t i = 0; i < std::size(seqs); ++i) {
+        const size_t n = static_cast<size_t>(seqs[i].n_q * n_head * hd);
+        ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), n * sizeof(float))) << "job " << i;
+      }
+    }
+  }
+}
+
 // A one-token step reads each kv head once for all the query heads that
 // share it (GQA; 4 at a time at AVX-512): every head's output must equal a
 // call that attends with that head alone, bit for bit, for groups of 1..8

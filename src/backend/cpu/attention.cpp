@@ -198,6 +198,55 @@ absl::Status ResolveRows(const KvView& kv, int64_t first, int64_t n_pos, const u
   return absl::OkStatus();
 }
 
+// Sets *f to the rows of the query whose first task (the highest numbered:
+// a chunk runs its tasks downwards) is `task`, if that task is in the
+// chunk (>= chunk_first) and runs the one-token heads kernel. ji: the job
+// of a task above it.
+bool BeginNextQueryRows(const std::vector<ResolvedJob>& resolved, size_t ji, int64_t task,
+                        int64_t chunk_first, int64_t n_head, attn::NextRowsPrefetch* f) {
+  if (task < chunk_first) return false;
+  while (task < resolved[ji].first_task) --ji;
+  const ResolvedJob& r = resolved[ji];
+  if (r.attend_heads == nullptr || r.softcap > 0.0f) return false;
+  const AttentionJob& j = *r.job;
+  const int64_t t = (task - r.first_task) / (n_head / r.heads_per_task);
+  const int64_t first = FirstVisible(j.pos0 + t, j.window);
+  const size_t elem = j.kv.f16 ? 2 : 4;
+  attn::BeginNextRows(f, r.rows.k + (first - r.first_pos), r.rows.v + (first - r.first_pos),
+                      j.pos0 + t + 1 - first,
+                      static_cast<size_t>(j.kv.n_head_kv * j.kv.head_dim) * elem);
+  return true;
+}
+
+// For a step of one query per job: n_parts + 1 task indices 0 = c_0 <= c_1
+// <= ... <= c_n_parts = n_tasks that cut the tasks into contiguous ranges of
+// about equal cost (a task's cost: its heads times (its positions + 16, a
+// task's fixed work)).
+std::vector<int64_t> BalancedDecodeCuts(const std::vector<ResolvedJob>& resolved, int64_t n_tasks,
+                                        int n_parts) {
+  // cost[i]: the total cost of tasks 0 .. i-1 (tasks are in job order).
+  std::vector<double> cost(static_cast<size_t>(n_tasks) + 1, 0.0);
+  for (const ResolvedJob& r : resolved) {
+    const AttentionJob& j = *r.job;
+    const int64_t n_kv = j.pos0 + 1 - FirstVisible(j.pos0, j.window);
+    const int64_t job_tasks = (&r == &resolved.back() ? n_tasks : (&r + 1)->first_task) -
+                              r.first_task;
+    for (int64_t t = r.first_task; t < r.first_task + job_tasks; ++t) {
+      cost[static_cast<size_t>(t) + 1] =
+          cost[static_cast<size_t>(t)] + static_cast<double>(r.heads_per_task * (n_kv + 16));
+    }
+  }
+  std::vector<int64_t> cuts(static_cast<size_t>(n_parts) + 1, n_tasks);
+  cuts[0] = 0;
+  for (int p = 1; p < n_parts; ++p) {
+    const double target = cost.back() * p / n_parts;
+    cuts[static_cast<size_t>(p)] = std::max(
+        cuts[static_cast<size_t>(p) - 1],
+        static_cast<int64_t>(std::lower_bound(cost.begin(), cost.end(), target) - cost.begin()));
+  }
+  return cuts;
+}
+
 // Queries per attend_rows task: with SmolLM2's 3 heads per kv head, 12 rows
 // (three groups of 4 for the kernel); tasks stay small enough to balance.
 constexpr int64_t kRowTokens = 4;
@@ -274,6 +323,17 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
         std::upper_bound(resolved.begin(), resolved.end(), last,
                          [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
         resolved.begin() - 1);
+    // One-token heads tasks (a query's kv heads): while a query's tasks
+    // run, the rows of the query after it in this chunk are prefetched
+    // (attention_kernels.h). The chunk's first query, whose rows nothing
+    // fetched ahead, fetches its own rows -- every kv head's -- during its
+    // first task, for its later ones; the next query's then start with its
+    // second task.
+    attn::NextRowsPrefetch next_rows;
+    bool prefetching = false;      // next_rows holds rows to fetch
+    bool next_query_due = false;   // next_rows holds the current query's own rows
+    const ResolvedJob* query_job = nullptr;  // the current query
+    int64_t query_t = -1;
     for (int64_t task = last; task >= first; --task) {
       while (task < resolved[ji].first_task) --ji;
       const ResolvedJob& r = resolved[ji];
@@ -315,6 +375,26 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
         AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(), acc.data(),
                      j.out + at);
       } else if (r.attend_heads != nullptr) {
+        // This query's tasks after this one in the chunk (lower kv heads).
+        const int64_t later = std::min(local % tasks_per_query, task - first);
+        const bool new_query = &r != query_job || t != query_t;
+        query_job = &r;
+        query_t = t;
+        if (new_query && task == last && later > 0) {
+          prefetching = BeginNextQueryRows(resolved, ji, task, first, n_head, &next_rows);
+          next_query_due = true;
+          attn::PaceNextRows(&next_rows, n_kv);  // within this task
+        } else if (new_query || next_query_due) {
+          const int64_t next_top = r.first_task + t * tasks_per_query - 1;
+          prefetching = BeginNextQueryRows(resolved, ji, next_top, first, n_head, &next_rows);
+          next_query_due = false;
+        }
+        if (prefetching) {
+          // Spread over this task and the query's later ones: n_kv K
+          // positions each.
+          if (!next_query_due) attn::PaceNextRows(&next_rows, (later + 1) * n_kv);
+          rows.next = &next_rows;
+        }
         r.attend_heads(j.q + at, r.heads_per_task, n_kv, h / group, rows, r.scale, scores.data(),
                        acc.data(), j.out + at);
       } else {
@@ -323,15 +403,27 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     }
   };
   if (pool != nullptr && pool->size() > 1 && n_tasks > 1) {
-    // Tasks of different lengths are handed out in several chunks per
-    // thread so that they even out: several sequences (a batcher's pass),
-    // and the queries of one prompt chunk, where query t sees t + 1 more
-    // positions than query 0 (two halves of a 512-token prefill cost 1:3;
-    // SmolLM2's pp512 spent 12 % of its time with a thread waiting).
-    // Decode's tasks (one query per sequence) are alike: one chunk each.
-    bool uneven = resolved.size() > 1;
-    for (const ResolvedJob& r : resolved) uneven |= r.job->n_q > 1;
-    pool->ParallelFor(n_tasks, run, uneven ? 8 : 1);
+    // The queries of one prompt chunk differ in length (query t sees t + 1
+    // more positions than query 0: two halves of a 512-token prefill cost
+    // 1:3; SmolLM2's pp512 spent 12 % of its time with a thread waiting),
+    // so prompts' tasks are handed out in several chunks per thread, which
+    // even out. A decode step's tasks have costs known in advance (one
+    // query per sequence, of its context's length): one range per thread,
+    // cut where the costs balance, so that each thread prefetches the next
+    // query's rows through its whole range (a chunk's first query is the
+    // one that waits for its rows).
+    bool prompt = false;
+    for (const ResolvedJob& r : resolved) prompt |= r.job->n_q > 1;
+    if (prompt) {
+      pool->ParallelFor(n_tasks, run, 8);
+    } else {
+      const std::vector<int64_t> cuts = BalancedDecodeCuts(resolved, n_tasks, pool->size());
+      pool->ParallelFor(static_cast<int64_t>(cuts.size()) - 1, [&](int64_t begin, int64_t end) {
+        // Range i holds tasks cuts[i] .. cuts[i + 1] - 1; run takes them as
+        // [n_tasks - end, n_tasks - begin).
+        for (int64_t i = begin; i < end; ++i) run(n_tasks - cuts[i + 1], n_tasks - cuts[i]);
+      });
+    }
   } else {
     run(0, n_tasks);
   }

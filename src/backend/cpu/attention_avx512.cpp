@@ -386,6 +386,7 @@ void AttendHeadsOneToken(const float* q, int64_t n_kv, int64_t g, const attn::Kv
     if (p + attn::kKvPrefetchAhead < n_kv)
       attn::PrefetchHeadRow(kv, kv.k[p + attn::kKvPrefetchAhead], g);
     attn::PrefetchHeadRow(kv, kv.v[p], g);
+    if (kv.next != nullptr) attn::StepNextRows(kv.next);
     const uint8_t* k_row = kv.k[p];
     __m512 a[N][4];
     for (int h = 0; h < N; ++h) {
