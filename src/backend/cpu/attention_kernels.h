@@ -42,10 +42,9 @@ struct NextRowsPrefetch {
   int64_t n = 0;          // positions
   size_t row_bytes = 0;   // bytes read per row (all kv heads)
   int64_t row = 0;        // next row: 0 .. 2n-1 (K rows, then V rows)
-  uintptr_t line = 0;     // next line address in that row
-  uintptr_t row_end = 0;  // one past its last byte
+  uintptr_t line = 0;     // next line address in the row before it
+  uintptr_t row_end = 0;  // one past that row's last byte
   int64_t per_step = 0;   // lines per Step
-  int64_t lines_left = 0;
 };
 
 static inline void BeginNextRows(NextRowsPrefetch* f, const uint8_t* const* k,
@@ -56,32 +55,37 @@ static inline void BeginNextRows(NextRowsPrefetch* f, const uint8_t* const* k,
   f->row_bytes = row_bytes;
   f->row = 0;
   f->line = f->row_end = 0;
-  // At most this many lines per row (however it is aligned).
-  f->lines_left = 2 * n * static_cast<int64_t>((row_bytes + 62) / 64 + 1);
   f->per_step = 0;
 }
 
 // Spread the lines not yet prefetched over `steps` more Step calls.
 static inline void PaceNextRows(NextRowsPrefetch* f, int64_t steps) {
-  f->per_step = steps > 0 ? (f->lines_left + steps - 1) / steps : f->lines_left;
+  // At most this many lines per row, however it is aligned.
+  const int64_t row_lines = static_cast<int64_t>((f->row_bytes + 62) / 64 + 1);
+  const int64_t left = (2 * f->n - f->row) * row_lines +
+                       static_cast<int64_t>(f->row_end > f->line ? (f->row_end - f->line + 63) / 64 : 0);
+  f->per_step = steps > 0 ? (left + steps - 1) / steps : left;
 }
 
 static inline void StepNextRows(NextRowsPrefetch* f) {
-  for (int64_t i = 0; i < f->per_step; ++i) {
-    if (f->line >= f->row_end) {
-      if (f->row >= 2 * f->n) {
-        f->lines_left = 0;
-        return;
-      }
-      const uint8_t* base = f->row < f->n ? f->k[f->row] : f->v[f->row - f->n];
-      ++f->row;
-      f->line = reinterpret_cast<uintptr_t>(base) & ~uintptr_t{63};
-      f->row_end = reinterpret_cast<uintptr_t>(base) + f->row_bytes;
+  // The cursor in locals: the stores through f would otherwise follow
+  // every prefetch.
+  uintptr_t line = f->line, row_end = f->row_end;
+  int64_t row = f->row;
+  for (int64_t i = f->per_step; i > 0; --i) {
+    if (line >= row_end) {
+      if (row >= 2 * f->n) break;
+      const uint8_t* base = row < f->n ? f->k[row] : f->v[row - f->n];
+      ++row;
+      line = reinterpret_cast<uintptr_t>(base) & ~uintptr_t{63};
+      row_end = reinterpret_cast<uintptr_t>(base) + f->row_bytes;
     }
-    __builtin_prefetch(reinterpret_cast<const void*>(f->line), 0, 2);
-    f->line += 64;
-    --f->lines_left;
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+    line += 64;
   }
+  f->line = line;
+  f->row_end = row_end;
+  f->row = row;
 }
 
 // Positions ahead of the one being scored whose K rows a one-token kernel
