@@ -314,13 +314,19 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
     }
     (qmm::UsesQ8KActs(outputs[i].wtype) ? k_tiles_needed : q_tiles_needed) = true;
   }
-  std::vector<int8_t> q, q_tiles;
-  std::vector<float> ds, d_tiles;
+  // Activation scratch the quantizers overwrite in full: allocated without
+  // std::vector's zero fill (in a 16-session SmolLM2-shape decode step that
+  // memset was ~3 % of the calling thread's time, with the other thread
+  // waiting).
+  std::unique_ptr<int8_t[]> q;
+  std::unique_ptr<float[]> ds;
+  std::vector<int8_t> q_tiles;
+  std::vector<float> d_tiles;
   qmm::BiasBuffers biases;
   if (any_quantized) {
     const int64_t nb = n_in / qmm::kActBlock;
-    q.resize(static_cast<size_t>(n_rows * n_in));
-    ds.resize(static_cast<size_t>(2 * n_rows * nb));
+    q.reset(new int8_t[static_cast<size_t>(n_rows * n_in)]);
+    ds.reset(new float[static_cast<size_t>(2 * n_rows * nb)]);
     // The AVX2 and AVX-512 quantizers give the scalar one's bytes and scales
     // bit for bit (tests/backend/quant_matmul_test.cpp); it matters for
     // batches: the scalar loop was ~10 % of a 16-session decode pass on
@@ -330,40 +336,40 @@ absl::Status RunShared(const QuantMatMulOutput* outputs, int n_outputs, int64_t 
                                                       : &qmm::QuantizeRowQ8Scalar;
     ForActivationRows(n_rows, pool, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        quantize(x + r * x_stride, n_in, q.data() + r * n_in, ds.data() + 2 * r * nb);
+        quantize(x + r * x_stride, n_in, q.get() + r * n_in, ds.get() + 2 * r * nb);
       }
     });
-    acts.q = q.data();
-    acts.ds = ds.data();
+    acts.q = q.get();
+    acts.ds = ds.get();
     acts.n_blocks = nb;
     if (amx && q_tiles_needed) qmm::ArrangeTiles(acts, &q_tiles, &d_tiles);
   }
   // Q8_K (K-quants, IQ4_XS): ggml-cpu's reference quantize_row_q8_K_ref on
   // x86; the AVX2 and AVX-512 versions give its bytes, scales and sums bit
   // for bit (tests/backend/kquant_test.cpp).
-  std::vector<int8_t> kq;
-  std::vector<float> kd;
-  std::vector<int16_t> kbsum;
+  std::unique_ptr<int8_t[]> kq;
+  std::unique_ptr<float[]> kd;
+  std::unique_ptr<int16_t[]> kbsum;
   std::vector<int8_t> kq_tiles;
   std::vector<float> kd_tiles;
   std::vector<int32_t> kbsum_tiles;
   if (any_q8k) {
     const int64_t nkb = n_in / 256;
-    kq.resize(static_cast<size_t>(n_rows * n_in));
-    kd.resize(static_cast<size_t>(n_rows * nkb));
-    kbsum.resize(static_cast<size_t>(n_rows * nkb * 16));
+    kq.reset(new int8_t[static_cast<size_t>(n_rows * n_in)]);
+    kd.reset(new float[static_cast<size_t>(n_rows * nkb)]);
+    kbsum.reset(new int16_t[static_cast<size_t>(n_rows * nkb * 16)]);
     const auto quantize_k = level == SimdLevel::kAvx512 ? &qmm::QuantizeRowQ8KAvx512
                             : level == SimdLevel::kAvx2 ? &qmm::QuantizeRowQ8KAvx2
                                                         : &qmm::QuantizeRowQ8K;
     ForActivationRows(n_rows, pool, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        quantize_k(x + r * x_stride, n_in, kq.data() + r * n_in, kd.data() + r * nkb,
-                   kbsum.data() + r * nkb * 16);
+        quantize_k(x + r * x_stride, n_in, kq.get() + r * n_in, kd.get() + r * nkb,
+                   kbsum.get() + r * nkb * 16);
       }
     });
-    acts.kq = kq.data();
-    acts.kd = kd.data();
-    acts.kbsum = kbsum.data();
+    acts.kq = kq.get();
+    acts.kd = kd.get();
+    acts.kbsum = kbsum.get();
     acts.n_kblocks = nkb;
     if (k_tiles_needed) qmm::ArrangeKTiles(acts, !amx, &kq_tiles, &kd_tiles, &kbsum_tiles);
   }
