@@ -482,9 +482,9 @@ TEST(AttentionTest, DecodeBatchEqualsSeparateCallsBitExact) {
     int64_t n_q, pos0, block_tokens, window;
     bool f16;
   };
-  const Seq seqs[] = {{1, 300, 16, 0, true}, {1, 0, 16, 0, true},   {1, 40, 7, 0, false},
-                      {0, 9, 16, 0, true},   {1, 95, 16, 0, true},  {1, 130, 16, 32, true},
-                      {1, 2, 1, 0, false},   {1, 77, 5, 0, true},   {1, 200, 16, 0, true}};
+  const Seq seqs[] = {{1, 300, 16, 0, true}, {1, 0, 16, 0, true},  {1, 40, 7, 0, false},
+                      {0, 9, 16, 0, true},   {1, 95, 16, 0, true}, {1, 130, 16, 32, true},
+                      {1, 2, 1, 0, false},   {1, 77, 5, 0, true},  {1, 200, 16, 0, true}};
   for (SimdLevel level : SupportedLevels()) {
     SetSimdLevelForTesting(level);
     SCOPED_TRACE(SimdLevelName(level));
@@ -638,7 +638,6 @@ TEST(AttentionTest, RowsKernelsEqualPerRowKernelsBitExact) {
     }
   }
 }
-
 
 // The AVX2 one-token heads kernel (several heads of one kv head per pass
 // over K and V, 3 at a time, 4 as 2 + 2) gives every head the bits of the

@@ -229,9 +229,8 @@ std::vector<int64_t> BalancedDecodeCuts(const std::vector<ResolvedJob>& resolved
   for (const ResolvedJob& r : resolved) {
     const AttentionJob& j = *r.job;
     const int64_t n_kv = j.pos0 + 1 - FirstVisible(j.pos0, j.window);
-    const int64_t job_tasks = (&r == &resolved.back() ? n_tasks : (&r + 1)->first_task) -
-                              r.first_task;
-    for (int64_t t = r.first_task; t < r.first_task + job_tasks; ++t) {
+    const int64_t end = &r == &resolved.back() ? n_tasks : (&r + 1)->first_task;
+    for (int64_t t = r.first_task; t < end; ++t) {
       cost[static_cast<size_t>(t) + 1] =
           cost[static_cast<size_t>(t)] + static_cast<double>(r.heads_per_task * (n_kv + 16));
     }
@@ -330,8 +329,8 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     // first task, for its later ones; the next query's then start with its
     // second task.
     attn::NextRowsPrefetch next_rows;
-    bool prefetching = false;      // next_rows holds rows to fetch
-    bool next_query_due = false;   // next_rows holds the current query's own rows
+    bool prefetching = false;                // next_rows holds rows to fetch
+    bool next_query_due = false;             // next_rows holds the current query's own rows
     const ResolvedJob* query_job = nullptr;  // the current query
     int64_t query_t = -1;
     for (int64_t task = last; task >= first; --task) {

@@ -10,13 +10,13 @@
 namespace llm {
 namespace attn {
 
+struct NextRowsPrefetch;
+
 // The K and V rows of positions 0 .. n_kv-1 of one layer, resolved once per
 // Attention call from the paged KvView (one division-free walk over the
 // blocks), so the kernels address position p with one load instead of a
 // block / row split per element. k[p] / v[p] = kv.k_row(p) / kv.v_row(p):
 // [n_head_kv][head_dim] elements of f16 (uint16_t) or f32.
-struct NextRowsPrefetch;
-
 struct KvRows {
   const uint8_t* const* k = nullptr;  // [n_kv]
   const uint8_t* const* v = nullptr;  // [n_kv]
@@ -31,11 +31,11 @@ struct KvRows {
 // the current query's tasks, so that its rows arrive while this one
 // computes. A batch of sessions' decode step reads each session's rows from
 // memory, and a thread's own prefetches within a task overlap little:
-// 16 SmolLM2-shape sessions spent ~2/3 of the one-token kernel's time
-// waiting for rows that it could fetch at most ~10 GB/s (one thread
-// touching them with nothing else to do).
-// Lines in order: K rows of positions 0 .. n-1, then V rows; Begin sets the
-// rows, Pace the number of K positions left to spread the rest over.
+// 16 SmolLM2-shape sessions (96 positions) took ~200 us per layer on one
+// Zen 4 thread, ~80 of them computing (docs/CPU_KERNELS.md, "One-token
+// attention"). Lines in order: K rows of positions 0 .. n-1, then V rows;
+// BeginNextRows sets the rows, PaceNextRows the number of Step calls left
+// to spread the rest over. Internal linkage, as PrefetchHeadRow below.
 struct NextRowsPrefetch {
   const uint8_t* const* k = nullptr;
   const uint8_t* const* v = nullptr;
@@ -62,8 +62,9 @@ static inline void BeginNextRows(NextRowsPrefetch* f, const uint8_t* const* k,
 static inline void PaceNextRows(NextRowsPrefetch* f, int64_t steps) {
   // At most this many lines per row, however it is aligned.
   const int64_t row_lines = static_cast<int64_t>((f->row_bytes + 62) / 64 + 1);
-  const int64_t left = (2 * f->n - f->row) * row_lines +
-                       static_cast<int64_t>(f->row_end > f->line ? (f->row_end - f->line + 63) / 64 : 0);
+  const int64_t left =
+      (2 * f->n - f->row) * row_lines +
+      static_cast<int64_t>(f->row_end > f->line ? (f->row_end - f->line + 63) / 64 : 0);
   f->per_step = steps > 0 ? (left + steps - 1) / steps : left;
 }
 
@@ -148,9 +149,8 @@ AttendRowsFn Avx2AttendRows();
 // floats, acc: n * head_dim floats of scratch. Each head's output is the
 // one the per-head kernel would give; K and V rows are read once for
 // several heads.
-using AttendHeadsFn = void (*)(const float* q, int64_t n, int64_t n_kv, int64_t g,
-                               const KvRows& kv, float scale, float* scores, float* acc,
-                               float* out);
+using AttendHeadsFn = void (*)(const float* q, int64_t n, int64_t n_kv, int64_t g, const KvRows& kv,
+                               float scale, float* scores, float* acc, float* out);
 
 // AVX-512, head_dim % 64 == 0, for a step of ONE query token: ggml's
 // vec_dot order (llama.cpp uses a different kernel for one-token batches).
