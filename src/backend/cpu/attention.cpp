@@ -198,37 +198,103 @@ absl::Status ResolveRows(const KvView& kv, int64_t first, int64_t n_pos, const u
   return absl::OkStatus();
 }
 
-// Sets *f to the rows of the query whose first task (the highest numbered:
-// a chunk runs its tasks downwards) is `task`, if that task is in the
-// chunk (>= chunk_first) and runs the one-token heads kernel. ji: the job
-// of a task above it.
-bool BeginNextQueryRows(const std::vector<ResolvedJob>& resolved, size_t ji, int64_t task,
-                        int64_t chunk_first, int64_t n_head, attn::NextRowsPrefetch* f) {
-  if (task < chunk_first) return false;
-  while (task < resolved[ji].first_task) --ji;
-  const ResolvedJob& r = resolved[ji];
-  if (r.attend_heads == nullptr || r.softcap > 0.0f) return false;
+// The query of a per-head or heads task (not attend_rows) and the positions
+// it sees: query t (position pos0 + t) sees first .. pos0 + t.
+struct TaskQuery {
+  int64_t t;
+  int64_t first;  // the first visible position
+  int64_t n_kv;   // positions first .. pos0 + t
+};
+
+inline TaskQuery QueryOfTask(const ResolvedJob& r, int64_t task, int64_t n_head) {
   const AttentionJob& j = *r.job;
   const int64_t t = (task - r.first_task) / (n_head / r.heads_per_task);
   const int64_t first = FirstVisible(j.pos0 + t, j.window);
-  const size_t elem = j.kv.f16 ? 2 : 4;
-  attn::BeginNextRows(f, r.rows.k + (first - r.first_pos), r.rows.v + (first - r.first_pos),
-                      j.pos0 + t + 1 - first,
-                      static_cast<size_t>(j.kv.n_head_kv * j.kv.head_dim) * elem);
-  return true;
+  return {t, first, j.pos0 + t + 1 - first};
 }
+
+// r's rows from position `first` on.
+inline attn::KvRows RowsFrom(const ResolvedJob& r, int64_t first) {
+  attn::KvRows rows = r.rows;
+  rows.k += first - r.first_pos;
+  rows.v += first - r.first_pos;
+  return rows;
+}
+
+// The run loop's prefetch of the next query's rows for one-token heads
+// tasks (a query's kv heads): while a query's tasks run, the rows of the
+// query after it in the chunk are prefetched (attention_kernels.h). The
+// chunk's first query, whose rows nothing fetched ahead, fetches its own
+// rows -- every kv head's -- during its first task, for its later ones; the
+// next query's then start with its second task. A chunk runs its tasks
+// from `last` down to `first`.
+class NextQueryRows {
+ public:
+  NextQueryRows(const std::vector<ResolvedJob>& resolved, int64_t n_head, int64_t first,
+                int64_t last)
+      : resolved_(resolved), n_head_(n_head), first_(first), last_(last) {}
+
+  // The prefetch for heads task `task` of job ji (query q) to advance, or
+  // null.
+  attn::NextRowsPrefetch* ForTask(size_t ji, int64_t task, const TaskQuery& q) {
+    const ResolvedJob& r = resolved_[ji];
+    const int64_t tasks_per_query = n_head_ / r.heads_per_task;
+    // This query's tasks after this one in the chunk (lower kv heads).
+    const int64_t later = std::min((task - r.first_task) % tasks_per_query, task - first_);
+    const bool new_query = &r != query_job_ || q.t != query_t_;
+    query_job_ = &r;
+    query_t_ = q.t;
+    if (new_query && task == last_ && later > 0) {
+      prefetching_ = Begin(ji, task);  // this query's own rows, within this task
+      own_rows_ = true;
+      attn::PaceNextRows(&rows_, q.n_kv);
+    } else if (new_query || own_rows_) {
+      prefetching_ = Begin(ji, r.first_task + q.t * tasks_per_query - 1);
+      own_rows_ = false;
+    }
+    if (!prefetching_) return nullptr;
+    // Spread over this task and the query's later ones: n_kv K positions
+    // each.
+    if (!own_rows_) attn::PaceNextRows(&rows_, (later + 1) * q.n_kv);
+    return &rows_;
+  }
+
+ private:
+  // Sets rows_ to the rows of the query whose first task (the highest
+  // numbered) is `task`, if that task is in the chunk and runs the
+  // one-token heads kernel. ji: the job of a task above it.
+  bool Begin(size_t ji, int64_t task) {
+    if (task < first_) return false;
+    while (task < resolved_[ji].first_task) --ji;
+    const ResolvedJob& r = resolved_[ji];
+    if (r.attend_heads == nullptr || r.softcap > 0.0f) return false;
+    const KvView& kv = r.job->kv;
+    const TaskQuery q = QueryOfTask(r, task, n_head_);
+    const attn::KvRows rows = RowsFrom(r, q.first);
+    attn::BeginNextRows(&rows_, rows.k, rows.v, q.n_kv,
+                        static_cast<size_t>(kv.n_head_kv * kv.head_dim) * (kv.f16 ? 2 : 4));
+    return true;
+  }
+
+  const std::vector<ResolvedJob>& resolved_;
+  const int64_t n_head_, first_, last_;
+  attn::NextRowsPrefetch rows_;
+  bool prefetching_ = false;                // rows_ holds rows to fetch
+  bool own_rows_ = false;                   // rows_ holds the current query's own rows
+  const ResolvedJob* query_job_ = nullptr;  // the current query
+  int64_t query_t_ = -1;
+};
 
 // For a step of one query per job: n_parts + 1 task indices 0 = c_0 <= c_1
 // <= ... <= c_n_parts = n_tasks that cut the tasks into contiguous ranges of
 // about equal cost (a task's cost: its heads times (its positions + 16, a
 // task's fixed work)).
-std::vector<int64_t> BalancedDecodeCuts(const std::vector<ResolvedJob>& resolved, int64_t n_tasks,
-                                        int n_parts) {
+std::vector<int64_t> BalancedDecodeCuts(const std::vector<ResolvedJob>& resolved, int64_t n_head,
+                                        int64_t n_tasks, int n_parts) {
   // cost[i]: the total cost of tasks 0 .. i-1 (tasks are in job order).
   std::vector<double> cost(static_cast<size_t>(n_tasks) + 1, 0.0);
   for (const ResolvedJob& r : resolved) {
-    const AttentionJob& j = *r.job;
-    const int64_t n_kv = j.pos0 + 1 - FirstVisible(j.pos0, j.window);
+    const int64_t n_kv = QueryOfTask(r, r.first_task, n_head).n_kv;
     const int64_t end = &r == &resolved.back() ? n_tasks : (&r + 1)->first_task;
     for (int64_t t = r.first_task; t < end; ++t) {
       cost[static_cast<size_t>(t) + 1] =
@@ -322,17 +388,7 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
         std::upper_bound(resolved.begin(), resolved.end(), last,
                          [](int64_t task, const ResolvedJob& r) { return task < r.first_task; }) -
         resolved.begin() - 1);
-    // One-token heads tasks (a query's kv heads): while a query's tasks
-    // run, the rows of the query after it in this chunk are prefetched
-    // (attention_kernels.h). The chunk's first query, whose rows nothing
-    // fetched ahead, fetches its own rows -- every kv head's -- during its
-    // first task, for its later ones; the next query's then start with its
-    // second task.
-    attn::NextRowsPrefetch next_rows;
-    bool prefetching = false;                // next_rows holds rows to fetch
-    bool next_query_due = false;             // next_rows holds the current query's own rows
-    const ResolvedJob* query_job = nullptr;  // the current query
-    int64_t query_t = -1;
+    NextQueryRows next_rows(resolved, n_head, first, last);
     for (int64_t task = last; task >= first; --task) {
       while (task < resolved[ji].first_task) --ji;
       const ResolvedJob& r = resolved[ji];
@@ -358,46 +414,21 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
                       scores.data(), acc.data());
         continue;
       }
-      const int64_t tasks_per_query = n_head / r.heads_per_task;
-      const int64_t local = task - r.first_task;
-      const int64_t t = local / tasks_per_query;
-      const int64_t h = local % tasks_per_query * r.heads_per_task;  // first head
-      const size_t at = static_cast<size_t>((t * n_head + h) * hd);
-      // Query t (position pos0 + t) sees positions first .. pos0 + t: the
-      // kernels get the rows from first on and their count.
-      const int64_t first = FirstVisible(j.pos0 + t, j.window);
-      const int64_t n_kv = j.pos0 + t + 1 - first;
-      attn::KvRows rows = r.rows;
-      rows.k += first - r.first_pos;
-      rows.v += first - r.first_pos;
+      const TaskQuery q = QueryOfTask(r, task, n_head);
+      const int64_t h = (task - r.first_task) % (n_head / r.heads_per_task) * r.heads_per_task;
+      const size_t at = static_cast<size_t>((q.t * n_head + h) * hd);  // first head's
+      // The kernels get the rows from the first visible position on and
+      // their count.
+      attn::KvRows rows = RowsFrom(r, q.first);
       if (r.softcap > 0.0f) {
-        AttendCapped(j.q + at, n_kv, h / group, rows, r.scale, r.softcap, scores.data(), acc.data(),
-                     j.out + at);
+        AttendCapped(j.q + at, q.n_kv, h / group, rows, r.scale, r.softcap, scores.data(),
+                     acc.data(), j.out + at);
       } else if (r.attend_heads != nullptr) {
-        // This query's tasks after this one in the chunk (lower kv heads).
-        const int64_t later = std::min(local % tasks_per_query, task - first);
-        const bool new_query = &r != query_job || t != query_t;
-        query_job = &r;
-        query_t = t;
-        if (new_query && task == last && later > 0) {
-          prefetching = BeginNextQueryRows(resolved, ji, task, first, n_head, &next_rows);
-          next_query_due = true;
-          attn::PaceNextRows(&next_rows, n_kv);  // within this task
-        } else if (new_query || next_query_due) {
-          const int64_t next_top = r.first_task + t * tasks_per_query - 1;
-          prefetching = BeginNextQueryRows(resolved, ji, next_top, first, n_head, &next_rows);
-          next_query_due = false;
-        }
-        if (prefetching) {
-          // Spread over this task and the query's later ones: n_kv K
-          // positions each.
-          if (!next_query_due) attn::PaceNextRows(&next_rows, (later + 1) * n_kv);
-          rows.next = &next_rows;
-        }
-        r.attend_heads(j.q + at, r.heads_per_task, n_kv, h / group, rows, r.scale, scores.data(),
+        rows.next = next_rows.ForTask(ji, task, q);
+        r.attend_heads(j.q + at, r.heads_per_task, q.n_kv, h / group, rows, r.scale, scores.data(),
                        acc.data(), j.out + at);
       } else {
-        r.attend(j.q + at, n_kv, h / group, rows, r.scale, scores.data(), acc.data(), j.out + at);
+        r.attend(j.q + at, q.n_kv, h / group, rows, r.scale, scores.data(), acc.data(), j.out + at);
       }
     }
   };
@@ -416,11 +447,14 @@ absl::Status RunJobs(absl::Span<const AttentionJob> jobs, int64_t n_head, Thread
     if (prompt) {
       pool->ParallelFor(n_tasks, run, 8);
     } else {
-      const std::vector<int64_t> cuts = BalancedDecodeCuts(resolved, n_tasks, pool->size());
+      const std::vector<int64_t> cuts = BalancedDecodeCuts(resolved, n_head, n_tasks, pool->size());
       pool->ParallelFor(static_cast<int64_t>(cuts.size()) - 1, [&](int64_t begin, int64_t end) {
         // Range i holds tasks cuts[i] .. cuts[i + 1] - 1; run takes them as
         // [n_tasks - end, n_tasks - begin).
-        for (int64_t i = begin; i < end; ++i) run(n_tasks - cuts[i + 1], n_tasks - cuts[i]);
+        for (int64_t i = begin; i < end; ++i) {
+          // An empty range (fewer tasks than threads) has nothing to run.
+          if (cuts[i] < cuts[i + 1]) run(n_tasks - cuts[i + 1], n_tasks - cuts[i]);
+        }
       });
     }
   } else {
