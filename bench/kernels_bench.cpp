@@ -180,17 +180,20 @@ LLM_KQUANT_BENCH(IQ4_XS, DType::kIQ4_XS);
 // 2 GiB (over 4x this host's 480 MiB L3), so every weight byte comes from
 // DRAM as in a real decode, where the model is larger than the cache. Compare
 // bytes_per_second with BM_ReadBandwidth/<threads>. Args: n_out, n_in,
-// threads. The current SIMD level (AVX-512 here; LLM_CPU_ISA to force one).
+// threads, activation rows (1: one decode row; 16: a batch of 16 sessions'
+// decode step, whose products read the weights from memory too).
+// The current SIMD level (AVX-512 here; LLM_CPU_ISA to force one).
 void BM_DecodeFromMemory(benchmark::State& state, DType t) {
   const int64_t n_out = state.range(0), n_in = state.range(1);
   const int threads = static_cast<int>(state.range(2));
+  const int64_t n_rows = state.range(3);
   ThreadPool pool(threads);
   const std::vector<uint8_t> one = RandomQuantWeights(t, n_out, n_in);
   const size_t rb = *RowBytes(t, n_in);
-  // The rows16 types' one-row kernel reads the packed copy (as the CPU
-  // backend does at the AVX-512 level), the others the GGUF rows; both in
-  // weight-buffer memory, as the backend's copies.
-  const bool packed = QuantMatMulReadsRows16(t) && ActiveSimdLevel() == SimdLevel::kAvx512;
+  // The kernels read the rows16 copy where the CPU backend makes one
+  // (QuantMatMulReadsRows16: at this level and type), else the GGUF rows;
+  // both in weight-buffer memory, as the backend's copies.
+  const bool packed = QuantMatMulReadsRows16(t);
   const rows16::PackedBuffer packed_one =
       packed ? rows16::MakePacked(t, one.data(), rb, n_out, n_in, &pool) : rows16::PackedBuffer{};
   const uint8_t* src = packed ? packed_one.data.get() : one.data();
@@ -198,7 +201,7 @@ void BM_DecodeFromMemory(benchmark::State& state, DType t) {
   const size_t copies = ((size_t{2} << 30) + bytes - 1) / bytes;
   const WeightBuffer w = AllocateWeightBuffer(copies * bytes);
   for (size_t c = 0; c < copies; ++c) std::memcpy(w.data.get() + c * bytes, src, bytes);
-  std::vector<float> x(n_in), y(n_out);
+  std::vector<float> x(static_cast<size_t>(n_rows * n_in)), y(static_cast<size_t>(n_rows * n_out));
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1, 1);
   for (float& f : x) f = u(rng);
@@ -214,24 +217,30 @@ void BM_DecodeFromMemory(benchmark::State& state, DType t) {
     // With a packed copy the GGUF rows are not read (the kernel takes the copy).
     out.W = packed ? one.data() : copy;
     out.packed = packed ? copy : nullptr;
-    auto s = QuantMatMulShared(&out, 1, n_in, x.data(), n_in, 1, &pool);
+    auto s = QuantMatMulShared(&out, 1, n_in, x.data(), n_in, n_rows, &pool);
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["MAC/s"] = benchmark::Counter(
+      static_cast<double>(n_out) * static_cast<double>(n_in) * static_cast<double>(n_rows),
+      benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(SimdLevelName(ActiveSimdLevel())) + (packed ? " packed" : ""));
 }
 // 1B shapes: ffn_up (n_in 2048; 1 and 2 threads), attn_k, attn_q and
 // ffn_down (n_in 8192), 2 threads.
 #define LLM_DECODE_BENCH(name, type)                 \
   BENCHMARK_CAPTURE(BM_DecodeFromMemory, name, type) \
-      ->ArgsProduct({{8192}, {2048}, {1, 2}})        \
-      ->Args({512, 2048, 2})                         \
-      ->Args({2048, 2048, 2})                        \
-      ->Args({2048, 8192, 2})                        \
+      ->ArgsProduct({{8192}, {2048}, {1, 2}, {1}})   \
+      ->Args({512, 2048, 2, 1})                      \
+      ->Args({2048, 2048, 2, 1})                     \
+      ->Args({2048, 8192, 2, 1})                     \
       ->UseRealTime()
-LLM_DECODE_BENCH(Q4_0, DType::kQ4_0);
+LLM_DECODE_BENCH(Q4_0, DType::kQ4_0)
+    // SmolLM2's ffn_up and 1B's ffn_up with 16 sessions' rows, 1 and 2 threads.
+    ->ArgsProduct({{1536}, {576}, {1, 2}, {16}})
+    ->ArgsProduct({{8192}, {2048}, {1, 2}, {16}});
 LLM_DECODE_BENCH(Q8_0, DType::kQ8_0);
 LLM_DECODE_BENCH(Q4_K, DType::kQ4_K);
 LLM_DECODE_BENCH(Q5_K, DType::kQ5_K);

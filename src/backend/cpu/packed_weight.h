@@ -99,6 +99,26 @@ constexpr int WordSlot(DType t, int k) {
 inline size_t GroupBytes(DType t, int64_t n_blocks) {
   return static_cast<size_t>(n_blocks) * kRows * (4 * Words(t) + 2 * Scales(t));
 }
+// Bytes of one block of a group: its 16 rows' words and scales.
+constexpr size_t BlockShareBytes(DType t) { return kRows * (4 * Words(t) + 2 * Scales(t)); }
+
+// Decode prefetch over a rows16 copy: the copy's groups are contiguous, so
+// its bytes are one stream in which block b of the group at `group` owns
+// BlockShareBytes (its words and scales); this prefetches into L2 the lines
+// of that share `ahead` bytes further on. Consecutive blocks and groups
+// cover the stream without gaps. (Prefetching b * Words * 64 bytes past
+// the group's quants, as the kernels did, never touched the scales' share
+// of each group: 1/9 of a Q4_0 copy left to the hardware prefetcher.)
+// Internal linkage: the ISA-flagged kernel files include it.
+static inline void PrefetchBlockShare(const uint8_t* group, int64_t b, size_t share,
+                                      int64_t ahead) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(group) + static_cast<uintptr_t>(b) * share +
+                          static_cast<uintptr_t>(ahead);
+  for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + share; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+  }
+}
+
 // Bytes of a packed n_out x n_in matrix (n_in a multiple of the block).
 size_t PackedBytes(DType t, int64_t n_out, int64_t n_in);
 

@@ -34,8 +34,11 @@
 //     runs a 4 x 16 block of sums, both halves per activation broadcast;
 //   * one row (decode) and the last 1-3 rows of a batch (Tile): each half of
 //     the group (8 rows, 8 f32 lanes) reads the words directly and unpacks
-//     them in registers; one row prefetches ahead, so it reads each weight
-//     byte once from memory.
+//     them in registers.
+// Reading a rows16 copy, the first tile of each chunk prefetches the copy's
+// bytes kPrefetchBytes ahead of the words it reads into L2 (the copy's
+// groups are contiguous), so that one row, or a batch of sessions' decode
+// step, reads each weight byte once from memory without waiting for it.
 // Accumulators are saved between chunks (one 16-float slot per activation
 // row, as the AVX-512 kernel). Unpacked (GGUF) weights are first packed
 // into rows16 words chunk by chunk (rows16::ChunkOfGroup), so both give the
@@ -57,8 +60,11 @@ constexpr int kGroupRows = rows16::kRows;  // 16: a rows16 group
 constexpr int kHalfRows = 8;               // weight rows per 256-bit register
 constexpr int kTileRows = 4;               // activation rows per tile
 constexpr int64_t kChunkBlocks = qmm::kAvx2BlockOrderChunkBlocks;
-// Bytes ahead of the block being read that one activation row prefetches,
-// times DecodePrefetchScale() (as the AVX-512 kernel).
+// Bytes ahead of the block being read that the first tile prefetches,
+// times DecodePrefetchScale() (as the AVX-512 kernel's one-row path). A
+// batch of 16 sessions' rows waited on its weights without it: a 1536 x 576
+// Q4_0 product of 16 rows took 36 % longer from memory than from cache,
+// mostly in UnpackChunk's first reads of each chunk.
 constexpr int64_t kPrefetchBytes = 4096;
 
 template <DType T>
@@ -98,25 +104,33 @@ inline __m256i HalfWord(const uint8_t* qs, int64_t j, int h, int k) {
   }
 }
 
+// The first tile's prefetch: the rows16 copy's group holding the chunk
+// (null: none) and the distance; block b's share of the copy's bytes that
+// far ahead goes to L2 (rows16::PrefetchBlockShare).
+struct Ahead {
+  const uint8_t* group = nullptr;
+  int64_t bytes = 0;
+};
+
+template <DType T>
+inline void PrefetchAhead(const Ahead& ahead, int64_t b) {
+  if (ahead.group != nullptr) {
+    rows16::PrefetchBlockShare(ahead.group, b, rows16::BlockShareBytes(T), ahead.bytes);
+  }
+}
+
 // acc[i] (i < R) += blocks [0, len) of the chunk (qs / sc: its rows16 words
 // and scales; global block b0 + j) for half h of the group and activation
-// rows row0 .. row0 + R - 1.
-template <DType T, int R, bool kOneRow>
+// rows row0 .. row0 + R - 1. ahead: PrefetchAhead's (half 0 touches every
+// line of the block; half 1 then finds the chunk in cache).
+template <DType T, int R>
 inline void HalfBlocks(const uint8_t* qs, const uint8_t* sc, int64_t b0, int64_t len, int h,
-                       const qmm::Acts& a, int64_t row0, __m256 acc[R]) {
-  constexpr int kWords = kWordsOf<T>;
+                       const qmm::Acts& a, int64_t row0, __m256 acc[R], const Ahead& ahead) {
   const int64_t nb = a.n_blocks;
-  const int64_t prefetch_bytes = kOneRow ? kPrefetchBytes * DecodePrefetchScale() : 0;
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t j = 0; j < len; ++j) {
     const int64_t b = b0 + j;
-    if (kOneRow && h == 0) {
-      // One activation row reads each weight byte once, from memory: the
-      // words ahead into L2 (half 0 touches every line of the block; half
-      // 1 then finds the chunk in cache).
-      const char* ahead = reinterpret_cast<const char*>(qs) + j * kWords * 64 + prefetch_bytes;
-      for (int k = 0; k < kWords; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
-    }
+    if (h == 0) PrefetchAhead<T>(ahead, b);
     const int8_t* xq[R];
     for (int i = 0; i < R; ++i) xq[i] = a.q + (row0 + i) * a.n_in + b * qmm::kActBlock;
     // The block's 8 words for this half, unpacked once for the tile's rows
@@ -158,21 +172,17 @@ inline void HalfBlocks(const uint8_t* qs, const uint8_t* sc, int64_t b0, int64_t
 
 // One tile of R activation rows over one chunk, both halves of the group: loads
 // (or zeroes) the rows' accumulators, runs the blocks, then saves them or,
-// after the last chunk, stores y[row][o .. o + n - 1].
+// after the last chunk, stores y[row][o .. o + n - 1]. ahead: PrefetchAhead's.
 template <DType T, int R>
 void Tile(const uint8_t* qs, const uint8_t* sc, int64_t b0, int64_t len, bool first, bool last,
           const qmm::Acts& a, int64_t row0, float* saved, float* y, size_t y_stride, int64_t o,
-          int n) {
+          int n, const Ahead& ahead) {
   for (int h = 0; h < 2 && kHalfRows * h < n; ++h) {
     __m256 acc[R];
     for (int i = 0; i < R; ++i) {
       acc[i] = first ? _mm256_setzero_ps() : _mm256_load_ps(saved + (row0 + i) * 16 + 8 * h);
     }
-    if (R == 1 && a.n_rows == 1) {
-      HalfBlocks<T, R, true>(qs, sc, b0, len, h, a, row0, acc);
-    } else {
-      HalfBlocks<T, R, false>(qs, sc, b0, len, h, a, row0, acc);
-    }
+    HalfBlocks<T, R>(qs, sc, b0, len, h, a, row0, acc, ahead);
     const int live = n - kHalfRows * h;  // outputs of this half to store
     for (int i = 0; i < R; ++i) {
       if (!last) {
@@ -217,11 +227,11 @@ void UnpackChunk(const uint8_t* qs, const uint8_t* sc, int64_t len, uint8_t* ops
 }
 
 // One tile of kTileRows activation rows over one chunk, both halves at once,
-// from the unpacked operands: as Tile, the same bits.
+// from the unpacked operands: as Tile, the same bits. ahead: PrefetchAhead's.
 template <DType T>
 void TileUnpacked(const uint8_t* ops, const uint8_t* signs, const float* d_w, int64_t b0,
                   int64_t len, bool first, bool last, const qmm::Acts& a, int64_t row0,
-                  float* saved, float* y, size_t y_stride, int64_t o, int n) {
+                  float* saved, float* y, size_t y_stride, int64_t o, int n, const Ahead& ahead) {
   constexpr int R = kTileRows;
   const int64_t nb = a.n_blocks;
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -235,6 +245,7 @@ void TileUnpacked(const uint8_t* ops, const uint8_t* signs, const float* d_w, in
   for (int i = 0; i < R; ++i) xq[i] = a.q + (row0 + i) * a.n_in;
   for (int64_t j = 0; j < len; ++j) {
     const int64_t b = b0 + j;
+    PrefetchAhead<T>(ahead, b);
     const uint8_t* opj = ops + j * 8 * 64;
     // A 4 x 16 block of sums: each word's two operand vectors are loaded
     // once and serve the tile's 4 rows, each activation broadcast serves 16
@@ -329,6 +340,7 @@ void BlockOrderKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t 
                     64 + kChunkBlocks * (8 * 64 + kGroupRows * 2 + 2 * 8 * 64 + kGroupRows * 4),
                 "kAvx2BlockOrderScratchFloats too small");
   const bool unpack = a.n_rows >= kTileRows;
+  const int64_t prefetch_bytes = kPrefetchBytes * DecodePrefetchScale();
 
   for (int64_t o = o_begin; o < o_end; o += kGroupRows) {
     const int n = static_cast<int>(Min(kGroupRows, o_end - o));
@@ -338,16 +350,24 @@ void BlockOrderKernel(const void* W, size_t row_bytes, int64_t o_begin, int64_t 
           rows16::ChunkOfGroup(T, W, kPacked, row_bytes, o, o_end, nb, b0, len, chunk_qs, chunk_sc);
       const bool first = b0 == 0, last = b0 + len == nb;
       if (unpack) UnpackChunk<T>(chunk.qs, chunk.sc, len, ops, signs, d_w);
+      // The first tile's prefetch (a scratch chunk of GGUF rows has none;
+      // chunk.qs less b0's words: the group's start).
+      Ahead ahead;
+      if (kPacked) ahead = {chunk.qs - b0 * kWords * 64, prefetch_bytes};
       int64_t r = 0;
-      for (; r + kTileRows <= a.n_rows; r += kTileRows) {
-        TileUnpacked<T>(ops, signs, d_w, b0, len, first, last, a, r, saved, y, y_stride, o, n);
+      for (; r + kTileRows <= a.n_rows; r += kTileRows, ahead = Ahead{}) {
+        TileUnpacked<T>(ops, signs, d_w, b0, len, first, last, a, r, saved, y, y_stride, o, n,
+                        ahead);
       }
       if (r + 2 <= a.n_rows) {
-        Tile<T, 2>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o, n);
+        Tile<T, 2>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o, n,
+                   ahead);
         r += 2;
+        ahead = Ahead{};
       }
       if (r < a.n_rows) {
-        Tile<T, 1>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o, n);
+        Tile<T, 1>(chunk.qs, chunk.sc, b0, len, first, last, a, r, saved, y, y_stride, o, n,
+                   ahead);
       }
     }
   }

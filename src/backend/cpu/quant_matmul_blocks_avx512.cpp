@@ -69,11 +69,10 @@ inline void TileBlocks(const uint8_t* qs, const uint8_t* sc, int64_t b0, int64_t
     const int64_t b = b0 + j;
     if (kOneRow) {
       // One activation row reads each weight byte once, straight from
-      // memory: the words kPrefetchBytes ahead into L2 (past the group's
-      // quants this reaches its scales and the next group; the groups of a
-      // rows16 copy are contiguous, and a prefetch never faults).
-      const char* ahead = reinterpret_cast<const char*>(qs) + j * kWords * 64 + prefetch_bytes;
-      for (int k = 0; k < kWords; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
+      // memory: the copy's bytes kPrefetchBytes ahead into L2 (qs - b0's
+      // words: the group's start; a prefetch never faults).
+      rows16::PrefetchBlockShare(qs - b0 * kWords * 64, b, rows16::BlockShareBytes(T),
+                                 prefetch_bytes);
     } else if (next != nullptr && j < next_len) {
       for (int k = 0; k < kWords; ++k) _mm_prefetch(next + (j * kWords + k) * 64, _MM_HINT_T0);
     }

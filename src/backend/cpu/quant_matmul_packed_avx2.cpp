@@ -103,11 +103,8 @@ void HalfRow(const Chunk& c, const qmm::Acts& a, int64_t row, int h, int64_t o, 
     if (!kOps && h == 0 && a.n_rows == 1) {
       // One activation row reads each weight byte once, from memory: half 0
       // touches every line of the block, half 1 finds the chunk in cache.
-      // Past the group's quants this reaches its scales and the next group
-      // (the groups are contiguous); a prefetch never faults.
-      const char* ahead =
-          reinterpret_cast<const char*>(c.qs) + b * kWordsOf<T> * 64 + prefetch_bytes;
-      for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
+      // c.qs is the group's start; a prefetch never faults.
+      rows16::PrefetchBlockShare(c.qs, b, rows16::BlockShareBytes(T), prefetch_bytes);
     }
     const uint8_t* sc = c.sc + b * kScalesOf<T> * 32 + 16 * h;
     const float* ds = a.ds + 2 * (row * nb + b);

@@ -92,11 +92,9 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
   }
   for (int64_t b = c.b0; b < c.b1; ++b) {
     if (R == 1 && a.n_rows == 1) {
-      // Past the group's quants this reaches its scales and the next group
-      // (the groups are contiguous); a prefetch never faults.
-      const char* ahead = reinterpret_cast<const char*>(g.qs) + b * kWordsOf<T> * 64 +
-                          kPrefetchBytes * DecodePrefetchScale();
-      for (int k = 0; k < kWordsOf<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
+      // g.qs is the group's start; a prefetch never faults.
+      rows16::PrefetchBlockShare(g.qs, b, rows16::BlockShareBytes(T),
+                                 kPrefetchBytes * DecodePrefetchScale());
     }
     __m512i w[kLaneGroups];
     if (c.words != nullptr) {
