@@ -293,6 +293,11 @@ __m512 VecDotGroup(const uint8_t* group, int64_t nb, const int8_t* x, const floa
     const Block blk = BlockOf<T>(group, nb, b);
     const char* ahead =
         prefetch > 0 ? reinterpret_cast<const char*>(blk.words) + prefetch : nullptr;
+    // The words' stream skips the scales' share of each group (packed_weight.h,
+    // PrefetchBlockShare): the block's scales' line as far ahead covers it.
+    if (ahead != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk.d) + prefetch, _MM_HINT_T1);
+    }
     ScalesMins sm;
     if constexpr (T == DType::kQ4_K) sm = DecodeScalesMins(blk);
     __m512i lanes[8];
@@ -513,6 +518,12 @@ void TiledKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o
       const char* ahead =
           reinterpret_cast<const char*>(BlockOf<T>(group, nb, b0).words) + prefetch;
       for (int64_t k = 0; k < len * kWords<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
+      // (and the scales' share, which the words' stream skips, as VecDotGroup)
+      const char* sc_ahead =
+          reinterpret_cast<const char*>(BlockOf<T>(group, nb, b0).d) + prefetch;
+      for (int64_t l = 0; l < (len * kHalves<T> * kRows * 2 + 63) / 64; ++l) {
+        _mm_prefetch(sc_ahead + 64 * l, _MM_HINT_T1);
+      }
       DecodeChunk<T>(group, nb, b0, len, cs);
       for (int64_t r0 = 0; r0 < a.n_rows; r0 += kBand) {
         // Rows past n_rows repeat the last one (computed, never stored).
