@@ -242,6 +242,11 @@ LLM_DECODE_BENCH(Q4_0, DType::kQ4_0)
     ->ArgsProduct({{1536}, {576}, {1, 2}, {16}})
     ->ArgsProduct({{8192}, {2048}, {1, 2}, {16}});
 LLM_DECODE_BENCH(Q8_0, DType::kQ8_0);
+// Q4_1 (SmolLM2-135M-Instruct's type): one row, and 16 sessions' rows.
+BENCHMARK_CAPTURE(BM_DecodeFromMemory, Q4_1, DType::kQ4_1)
+    ->Args({8192, 2048, 2, 1})
+    ->ArgsProduct({{1536}, {576}, {1, 2}, {16}})
+    ->UseRealTime();
 LLM_DECODE_BENCH(Q4_K, DType::kQ4_K);
 LLM_DECODE_BENCH(Q5_K, DType::kQ5_K);
 LLM_DECODE_BENCH(Q6_K, DType::kQ6_K);
