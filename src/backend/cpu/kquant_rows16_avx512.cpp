@@ -515,12 +515,11 @@ void TiledKernel(const void* W, size_t /*row_bytes*/, int64_t o_begin, int64_t o
       const bool first = b0 == 0, last = b0 + len == nb;
       // The batch reads every weight once, from memory: the bytes a few
       // chunks ahead (on into the next group) go to L2 while this one runs.
-      const char* ahead =
-          reinterpret_cast<const char*>(BlockOf<T>(group, nb, b0).words) + prefetch;
+      const Block first_block = BlockOf<T>(group, nb, b0);
+      const char* ahead = reinterpret_cast<const char*>(first_block.words) + prefetch;
       for (int64_t k = 0; k < len * kWords<T>; ++k) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
       // (and the scales' share, which the words' stream skips, as VecDotGroup)
-      const char* sc_ahead =
-          reinterpret_cast<const char*>(BlockOf<T>(group, nb, b0).d) + prefetch;
+      const char* sc_ahead = reinterpret_cast<const char*>(first_block.d) + prefetch;
       for (int64_t l = 0; l < (len * kHalves<T> * kRows * 2 + 63) / 64; ++l) {
         _mm_prefetch(sc_ahead + 64 * l, _MM_HINT_T1);
       }

@@ -95,12 +95,12 @@ constexpr int WordSlot(DType t, int k) {
   if (k >= 32) return 4 + 24 * ((k - 32) / 8) + 3 * ((k - 32) % 8) + 2;  // qh
   return 4 + 24 * (k / 16) + 3 * (k % 8) + (k % 16) / 8;                  // ql
 }
-// Bytes of one group of 16 rows of nb blocks.
-inline size_t GroupBytes(DType t, int64_t n_blocks) {
-  return static_cast<size_t>(n_blocks) * kRows * (4 * Words(t) + 2 * Scales(t));
-}
 // Bytes of one block of a group: its 16 rows' words and scales.
 constexpr size_t BlockShareBytes(DType t) { return kRows * (4 * Words(t) + 2 * Scales(t)); }
+// Bytes of one group of 16 rows of nb blocks.
+inline size_t GroupBytes(DType t, int64_t n_blocks) {
+  return static_cast<size_t>(n_blocks) * BlockShareBytes(t);
+}
 
 // Decode prefetch over a rows16 copy: the copy's groups are contiguous, so
 // its bytes are one stream in which block b of the group at `group` owns
