@@ -90,11 +90,12 @@ void PackedTile(const PackedGroup& g, const qmm::Acts& a, int64_t row0, int64_t 
       acc[r][k] = c.first ? _mm512_setzero_ps() : _mm512_load_ps(saved + k * 16);
     }
   }
+  // (Once per tile: DecodePrefetchScale() is an out-of-line call.)
+  const int64_t prefetch_bytes = kPrefetchBytes * DecodePrefetchScale();
   for (int64_t b = c.b0; b < c.b1; ++b) {
     if (R == 1 && a.n_rows == 1) {
       // g.qs is the group's start; a prefetch never faults.
-      rows16::PrefetchBlockShare(g.qs, b, rows16::BlockShareBytes(T),
-                                 kPrefetchBytes * DecodePrefetchScale());
+      rows16::PrefetchBlockShare(g.qs, b, rows16::BlockShareBytes(T), prefetch_bytes);
     }
     __m512i w[kLaneGroups];
     if (c.words != nullptr) {
